@@ -1,0 +1,116 @@
+// Package backend defines the contract between lockrun and the stores that
+// hold its locks: a Backend hands out Leases, each carrying a fencing Token
+// that is strictly greater than every token issued before it for the key.
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Sentinel errors. Backends wrap them with the key or address that explains
+// them; callers compare with errors.Is.
+var (
+	// ErrHeld means the lock is held by someone else. Errors that wrap it
+	// are usually a *HeldError that names the holder.
+	ErrHeld = errors.New("lock is held")
+	// ErrLost means this lease is no longer the owner: another holder, or
+	// none, is recorded for the key.
+	ErrLost = errors.New("lock ownership lost")
+	// ErrUnavailable means the backend could not be reached or refused to
+	// serve; the operation may succeed later.
+	ErrUnavailable = errors.New("backend unavailable")
+	// ErrInvalidKey means a key does not follow the rules of ValidateKey.
+	ErrInvalidKey = errors.New("invalid key")
+	// ErrInvalidURL means a backend URL cannot be used.
+	ErrInvalidURL = errors.New("invalid backend URL")
+)
+
+// Token is a fencing token: per key, every token a backend issues is
+// strictly greater than all tokens it issued before.
+type Token uint64
+
+// String formats the token in decimal, as the child sees it.
+func (t Token) String() string { return strconv.FormatUint(uint64(t), 10) }
+
+// Backend is a store of leases. Implementations are safe for concurrent use.
+type Backend interface {
+	// Acquire takes the lock on key. Without o.Wait it tries once and
+	// returns an error wrapping ErrHeld when someone else holds the lock.
+	// With o.Wait it blocks until the lock is taken or ctx ends, and wakes
+	// as soon as the holder releases or its lease can have expired.
+	Acquire(ctx context.Context, key string, o AcquireOptions) (Lease, error)
+	// Inspect reports who holds key, without taking or changing anything.
+	Inspect(ctx context.Context, key string) (Status, error)
+	// ForceRelease breaks the lock on key whoever holds it; the current
+	// holder's next renewal fails with ErrLost. It never lowers the token.
+	ForceRelease(ctx context.Context, key string) error
+	// Close releases the backend's connections; leases it handed out must
+	// not be used afterwards.
+	Close() error
+}
+
+// Lease is one holder's ownership of one key.
+type Lease interface {
+	// Token is the fencing token issued with this lease.
+	Token() Token
+	// TTL is the lease length the server granted; it is never shorter than
+	// the TTL that was asked for.
+	TTL() time.Duration
+	// Start is a local time no later than the moment the server began
+	// counting the current TTL: the lease cannot expire before
+	// Start().Add(TTL()) on a clock that runs at the local rate.
+	Start() time.Time
+	// Renew extends the lease by its TTL from about now. It returns an
+	// error wrapping ErrLost when another owner, or none, is recorded.
+	Renew(ctx context.Context) error
+	// Release gives the lock up if this lease still owns it; it never
+	// removes someone else's lock. Releasing a lost lease returns an error
+	// wrapping ErrLost.
+	Release(ctx context.Context) error
+}
+
+// AcquireOptions say how a lease is taken.
+type AcquireOptions struct {
+	TTL    time.Duration // lease length; the server may grant more, never less
+	Holder string        // who is taking the lock, e.g. "host:pid"
+	RunID  string        // unique per run; recorded beside the holder
+	Wait   bool          // block until the lock is taken or ctx ends
+}
+
+// Status describes a key as Inspect sees it.
+type Status struct {
+	Key    string
+	Held   bool
+	Holder string        // empty when not held
+	RunID  string        // empty when not held
+	Token  Token         // the holder's token, or the last one issued when free
+	TTL    time.Duration // lease time left when held and known; 0 otherwise
+}
+
+// HeldError is returned by Acquire when the lock is taken; it wraps ErrHeld.
+type HeldError struct {
+	Status Status
+}
+
+func (e *HeldError) Error() string {
+	s := e.Status
+	msg := fmt.Sprintf("lock %q is held", s.Key)
+	if s.Holder != "" {
+		msg += " by " + s.Holder
+	}
+	if s.Token != 0 {
+		msg += " (token " + s.Token.String()
+		if s.TTL > 0 {
+			msg += ", " + s.TTL.Round(time.Millisecond).String() + " left"
+		}
+		msg += ")"
+	}
+	return msg
+}
+
+// Is makes errors.Is(err, ErrHeld) true.
+func (e *HeldError) Is(target error) bool { return target == ErrHeld }

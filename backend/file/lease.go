@@ -1,0 +1,78 @@
+package file
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/lockrun/lockrun/backend"
+)
+
+// lease is a held flock. It stays valid while the file stays open, the
+// path still names the locked file, and no one revoked this run.
+type lease struct {
+	path  string
+	rec   record
+	ttl   time.Duration
+	start time.Time
+
+	mu sync.Mutex
+	f  *os.File // nil once released or abandoned
+}
+
+func (l *lease) Token() backend.Token { return l.rec.Token }
+func (l *lease) TTL() time.Duration   { return l.ttl }
+func (l *lease) Start() time.Time     { return l.start }
+
+// Renew checks that the lock is still ours; the flock itself never expires.
+func (l *lease) Renew(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.check()
+}
+
+// check reports ErrLost when the file was closed, replaced or deleted, or
+// when ForceRelease revoked this run. Callers hold l.mu.
+func (l *lease) check() error {
+	if l.f == nil {
+		return fmt.Errorf("%w: %s was released", backend.ErrLost, l.path)
+	}
+	var held, named syscall.Stat_t
+	if err := syscall.Fstat(int(l.f.Fd()), &held); err != nil {
+		return fmt.Errorf("%w: %s: %w", backend.ErrUnavailable, l.path, err)
+	}
+	if err := syscall.Stat(l.path, &named); err != nil || named.Ino != held.Ino || named.Dev != held.Dev {
+		return fmt.Errorf("%w: %s was deleted or replaced while locked", backend.ErrLost, l.path)
+	}
+	if readRevoked(l.f) == l.rec.RunID {
+		return fmt.Errorf("%w: %s: run %s was force-released", backend.ErrLost, l.path, l.rec.RunID)
+	}
+	return nil
+}
+
+// Release drops the flock. A revoked lease is still unlocked (the flock is
+// ours until we let go of it), and reports ErrLost.
+func (l *lease) Release(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	err := l.check()
+	if l.f != nil {
+		_ = syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
+		_ = l.f.Close()
+		l.f = nil
+	}
+	return err
+}
+
+// abandon closes the file as a crash would, without any bookkeeping.
+func (l *lease) abandon() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f != nil {
+		_ = l.f.Close()
+		l.f = nil
+	}
+}

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+
+	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/backend/file"
+)
+
+// openBackend opens the backend that raw names by its scheme; an empty raw
+// is the embedded file backend in its default directory.
+func openBackend(ctx context.Context, raw string) (backend.Backend, error) {
+	if raw == "" {
+		return file.Open(file.DefaultDir())
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // url.Error repeats the URL, password and all
+		}
+		return nil, usagef("--backend %s: %v", backend.Redact(raw), err)
+	}
+	switch u.Scheme {
+	case "file":
+		b, err := file.OpenURL(u)
+		return b, wrapURL(raw, err)
+	case "":
+		return nil, usagef("--backend %s: missing scheme: use file:///dir", backend.Redact(raw))
+	}
+	return nil, usagef("--backend %s: unknown scheme %q: use file", backend.Redact(raw), u.Scheme)
+}
+
+// wrapURL names the (redacted) URL in an error from opening it.
+func wrapURL(raw string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("--backend %s: %w", backend.Redact(raw), err)
+}
+
+// describeBackend is the backend URL the command sees: redacted, and the
+// resolved directory for the default file backend.
+func describeBackend(raw string, b backend.Backend) string {
+	if f, ok := b.(*file.Backend); ok && raw == "" {
+		return (&url.URL{Scheme: "file", Path: f.Dir()}).String()
+	}
+	return backend.Redact(raw)
+}

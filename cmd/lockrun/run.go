@@ -1,0 +1,152 @@
+package main
+
+import (
+	"crypto/rand"
+	"os"
+	"strconv"
+	"time"
+	"unicode"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/heartbeat"
+	"github.com/lockrun/lockrun/runner"
+)
+
+const runDescription = `Flags come before KEY. Every flag can also be set with its LOCKRUN_* variable.
+
+EXAMPLES:
+   # cron: one host runs the report; the others exit 0 quietly
+   LOCKRUN_BACKEND=redis://cache:6379/0 lockrun run -q --conflict-exit-code 0 nightly-report -- /opt/report.sh
+
+   # CI: deployments queue up, at most 10 minutes
+   lockrun run --backend etcd://etcd-1:2379 --timeout 10m deploy-prod -- ./deploy.sh
+
+   # the embedded file backend (no server) and the fencing token
+   lockrun run demo -- sh -c 'echo "token $LOCKRUN_FENCING_TOKEN"'
+
+EXIT STATUS:
+   the command's own status (128+N if signal N killed it); 75 lock busy (--conflict-exit-code);
+   76 lock lost, command killed; 64 usage error; 69 backend unavailable; 70 internal error;
+   126 command not executable; 127 command not found`
+
+func runCommand(st *state) *cli.Command {
+	return &cli.Command{
+		Name:         "run",
+		Usage:        "run a command while holding a lock",
+		UsageText:    "lockrun run [flags] KEY -- COMMAND [ARG...]",
+		Description:  runDescription,
+		OnUsageError: onUsageError,
+		Flags: append(commonFlags(),
+			&cli.DurationFlag{Name: "ttl", Value: 30 * time.Second, EnvVars: env("TTL"), Usage: "lease length: how long the lock outlives a holder that stops renewing"},
+			&cli.DurationFlag{Name: "heartbeat", EnvVars: env("HEARTBEAT"), Usage: "time between renewals", DefaultText: "ttl/3"},
+			&cli.DurationFlag{Name: "kill-grace", EnvVars: env("KILL_GRACE"), Usage: "time from SIGTERM to SIGKILL when the lock is lost", DefaultText: "ttl/6, at most 5s"},
+			&cli.BoolFlag{Name: "wait", Aliases: []string{"w"}, EnvVars: env("WAIT"), Usage: "wait for the lock instead of exiting when it is busy"},
+			&cli.DurationFlag{Name: "timeout", EnvVars: env("TIMEOUT"), Usage: "wait at most this long for the lock, then exit busy (implies --wait)"},
+			&cli.IntFlag{Name: "conflict-exit-code", Value: runner.ExitBusy, EnvVars: env("CONFLICT_EXIT_CODE"), Usage: "exit status when the lock is busy"},
+			&cli.StringFlag{Name: "holder", EnvVars: env("HOLDER"), Usage: "who holds the lock, as others see it", DefaultText: "host:pid"},
+			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, EnvVars: env("VERBOSE"), Usage: "log the lock's life: acquired, renewed, released"},
+		),
+		Action: st.run,
+	}
+}
+
+// commonFlags are the flags of every command.
+func commonFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "backend", Aliases: []string{"b"}, EnvVars: env("BACKEND"), Usage: "where locks live: file:///dir, redis://, etcd://, postgres://", DefaultText: "the embedded file backend"},
+		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, EnvVars: env("QUIET"), Usage: "print errors only; say nothing when the lock is busy"},
+		&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: env("LOG_FORMAT"), Usage: "text or json, on stderr"},
+	}
+}
+
+func env(name string) []string { return []string{"LOCKRUN_" + name} }
+
+func (st *state) run(c *cli.Context) error {
+	log, err := st.logTo(st.stderr, c.String("log-format"), c.Bool("quiet"), c.Bool("verbose"))
+	if err != nil {
+		return err
+	}
+	key, argv, err := splitArgs(c.Args().Slice())
+	if err != nil {
+		return err
+	}
+	policy, err := heartbeat.NewPolicy(c.Duration("ttl"), c.Duration("heartbeat"), c.Duration("kill-grace"))
+	if err != nil {
+		return usagef("--ttl, --heartbeat, --kill-grace: %v", err)
+	}
+	timeout := c.Duration("timeout")
+	if timeout < 0 {
+		return usagef("--timeout %v must not be negative", timeout)
+	}
+	busy := c.Int("conflict-exit-code")
+	if busy < 0 || busy > 255 {
+		return usagef("--conflict-exit-code %d must be within 0..255", busy)
+	}
+	holder, err := holderName(c.String("holder"))
+	if err != nil {
+		return err
+	}
+	path, err := runner.Resolve(argv[0])
+	if err != nil {
+		return err
+	}
+	raw := c.String("backend")
+	b, err := openBackend(c.Context, raw)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	return runner.Run(c.Context, runner.Job{
+		Key:     key,
+		Locker:  b,
+		Lease:   backend.AcquireOptions{TTL: policy.TTL, Holder: holder, RunID: rand.Text(), Wait: c.Bool("wait") || timeout > 0},
+		Policy:  policy,
+		Timeout: timeout,
+		Busy:    busy,
+		Backend: describeBackend(raw, b),
+		Path:    path,
+		Args:    argv,
+		Stdio:   [3]*os.File{st.stdin, st.stdout, st.stderr},
+		Log:     log.With("key", key),
+	})
+}
+
+// splitArgs takes KEY [--] COMMAND [ARG...] apart.
+func splitArgs(args []string) (string, []string, error) {
+	if len(args) == 0 {
+		return "", nil, usagef("missing KEY and COMMAND: lockrun run [flags] KEY -- COMMAND [ARG...]")
+	}
+	key, rest := args[0], args[1:]
+	if err := backend.ValidateKey(key); err != nil {
+		return "", nil, usageError{err}
+	}
+	if len(rest) > 0 && rest[0] == "--" {
+		rest = rest[1:]
+	}
+	if len(rest) == 0 {
+		return "", nil, usagef("missing COMMAND after KEY %q: lockrun run [flags] KEY -- COMMAND [ARG...]", key)
+	}
+	return key, rest, nil
+}
+
+// holderName is name, or host:pid when name is empty.
+func holderName(name string) (string, error) {
+	if name == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			host = "localhost"
+		}
+		return host + ":" + strconv.Itoa(os.Getpid()), nil
+	}
+	if len(name) > 100 {
+		return "", usagef("--holder is %d characters long; use at most 100", len(name))
+	}
+	for _, r := range name {
+		if !unicode.IsPrint(r) {
+			return "", usagef("--holder %q has a non-printable character", name)
+		}
+	}
+	return name, nil
+}

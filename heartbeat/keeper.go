@@ -1,0 +1,191 @@
+package heartbeat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/lockrun/lockrun/backend"
+)
+
+// Renewer is the part of a lease the heartbeat needs.
+type Renewer interface {
+	Renew(ctx context.Context) error
+}
+
+// errStopped ends a renewal that Stop interrupted.
+var errStopped = errors.New("heartbeat stopped")
+
+// Keeper renews one lease on a heartbeat until Stop, and reports the lease
+// lost, once, when a renewal says so or when the lease could be about to
+// expire without a successful renewal.
+type Keeper struct {
+	lease  Renewer
+	policy Policy
+	log    *slog.Logger
+	onLive func(killAt time.Time)
+
+	lost     chan struct{}
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     chan struct{}
+	inflight sync.WaitGroup
+
+	mu     sync.Mutex
+	killAt time.Time // the current kill deadline; final once lost is closed
+	cause  error
+}
+
+// Option changes how a Keeper works.
+type Option func(*Keeper)
+
+// WithLogger makes the keeper log renewals (debug) and failures (warn).
+func WithLogger(l *slog.Logger) Option { return func(k *Keeper) { k.log = l } }
+
+// OnExtend calls f with the new kill deadline after the acquisition and
+// after every successful renewal, from the keeper's goroutine; f must not
+// block. It lets a watchdog outside this process hold the deadline.
+func OnExtend(f func(killAt time.Time)) Option { return func(k *Keeper) { k.onLive = f } }
+
+// Start begins renewing lease, acquired by a request sent at sent, under
+// policy p. Renewal calls use ctx for values only: they end by the kill
+// deadline whatever ctx does, and the keeper runs until Stop.
+func Start(ctx context.Context, lease Renewer, p Policy, sent time.Time, opts ...Option) *Keeper {
+	k := &Keeper{
+		lease:  lease,
+		policy: p,
+		log:    slog.New(slog.DiscardHandler),
+		lost:   make(chan struct{}),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+		killAt: p.KillAt(sent),
+	}
+	for _, o := range opts {
+		o(k)
+	}
+	go k.loop(context.WithoutCancel(ctx), sent)
+	return k
+}
+
+// Lost is closed when the lease must be treated as lost: the holder should
+// be told to stop now and be dead by KillBy.
+func (k *Keeper) Lost() <-chan struct{} { return k.lost }
+
+// KillBy is the time by which the holder must be dead if the lease is lost:
+// the current local deadline less the margin.
+func (k *Keeper) KillBy() time.Time {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.killAt
+}
+
+// Err says why the lease was lost (it wraps backend.ErrLost), or nil.
+func (k *Keeper) Err() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.cause
+}
+
+// Stop ends the renewals and waits until none is in flight. It is safe to
+// call more than once and after a loss.
+func (k *Keeper) Stop() {
+	k.stopOnce.Do(func() { close(k.stop) })
+	<-k.done
+	k.inflight.Wait()
+}
+
+func (k *Keeper) loop(ctx context.Context, sent time.Time) {
+	defer close(k.done)
+	p := k.policy
+	k.extended(sent)
+	next := sent.Add(p.Interval)
+	var lastErr error
+	for {
+		termAt := p.TermAt(sent)
+		now := time.Now()
+		if !now.Before(termAt) {
+			k.lose(fmt.Errorf("%w: no renewal succeeded within the lease (last error: %v)", backend.ErrLost, lastErr), p.KillAt(sent))
+			return
+		}
+		if now.Before(next) {
+			t := time.NewTimer(minTime(next, termAt).Sub(now))
+			select {
+			case <-k.stop:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			continue // re-check the deadline before renewing
+		}
+		s := time.Now()
+		err := k.renew(ctx, termAt)
+		switch {
+		case err == nil:
+			sent, lastErr = s, nil
+			next = s.Add(p.Interval)
+			k.extended(s)
+			k.log.Debug("lease renewed", "took", time.Since(s).Round(time.Microsecond), "kill_by", time.Until(p.KillAt(s)).Round(time.Millisecond))
+		case errors.Is(err, errStopped):
+			return
+		case errors.Is(err, backend.ErrLost):
+			k.lose(err, minTime(time.Now().Add(p.Grace), p.KillAt(sent)))
+			return
+		default:
+			lastErr = err
+			next = time.Now().Add(p.retryAfter())
+			k.log.Warn("lease renewal failed; retrying", "err", err, "term_in", time.Until(termAt).Round(time.Millisecond))
+		}
+	}
+}
+
+// renew runs one renewal that cannot outlast termAt or Stop, even if the
+// lease ignores its context.
+func (k *Keeper) renew(ctx context.Context, termAt time.Time) error {
+	rctx, cancel := context.WithDeadline(ctx, termAt)
+	res := make(chan error, 1)
+	k.inflight.Add(1)
+	go func() {
+		defer k.inflight.Done()
+		defer cancel()
+		res <- k.lease.Renew(rctx)
+	}()
+	t := time.NewTimer(time.Until(termAt))
+	defer t.Stop()
+	select {
+	case err := <-res:
+		return err
+	case <-t.C:
+		cancel()
+		return fmt.Errorf("renewal still unanswered at the term deadline: %w", context.DeadlineExceeded)
+	case <-k.stop:
+		cancel()
+		return errStopped
+	}
+}
+
+func (k *Keeper) extended(sent time.Time) {
+	killAt := k.policy.KillAt(sent)
+	k.mu.Lock()
+	k.killAt = killAt
+	k.mu.Unlock()
+	if k.onLive != nil {
+		k.onLive(killAt)
+	}
+}
+
+func (k *Keeper) lose(cause error, killBy time.Time) {
+	k.mu.Lock()
+	k.cause, k.killAt = cause, killBy
+	k.mu.Unlock()
+	close(k.lost)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}

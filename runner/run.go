@@ -1,0 +1,120 @@
+// Package runner runs one command under a lock: it takes the lease, keeps it
+// alive with the heartbeat, starts the command with the fencing token in its
+// environment, kills everything the command started before the lease can
+// expire if ownership is lost, and releases the lock once nothing is left.
+// It knows the backend contract only, never a particular backend.
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/heartbeat"
+)
+
+// Locker is the part of a backend that the runner uses.
+type Locker interface {
+	Acquire(ctx context.Context, key string, o backend.AcquireOptions) (backend.Lease, error)
+}
+
+// Job is one command to run under one lock.
+type Job struct {
+	Key     string
+	Locker  Locker
+	Lease   backend.AcquireOptions // TTL, holder, run id, wait
+	Policy  heartbeat.Policy
+	Timeout time.Duration // longest wait for the lock; 0 is no limit
+	Busy    int           // exit code when the lock is held (ExitBusy by default)
+	Backend string        // the backend URL given to the child, already redacted
+
+	Path  string      // the resolved command, see Resolve
+	Args  []string    // argv, Args[0] the name as given
+	Stdio [3]*os.File // the command's stdin, stdout, stderr
+	Log   *slog.Logger
+}
+
+// Run runs the job and returns nil when the command exited 0, or an
+// *ExitError with the status lockrun should exit with.
+func Run(ctx context.Context, job Job) error {
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+
+	lease, err := acquire(ctx, job, sigs)
+	if err != nil {
+		return err
+	}
+	log := job.Log.With("token", lease.Token().String())
+	log.Debug("lock acquired", "ttl", lease.TTL(), "took", time.Since(lease.Start()).Round(time.Microsecond))
+
+	keeper := heartbeat.Start(ctx, lease, job.Policy, lease.Start(), heartbeat.WithLogger(log))
+	status, lost, err := runCommand(job, lease, keeper, sigs, log)
+	keeper.Stop()
+	release(job, lease, lost, log)
+	switch {
+	case err != nil:
+		return err
+	case lost:
+		return &ExitError{Code: ExitLost, Err: fmt.Errorf("lock %q: %w; the command was stopped", job.Key, keeper.Err())}
+	case status != 0:
+		return &ExitError{Code: status}
+	}
+	return nil
+}
+
+// runCommand starts the command and supervises it to its end.
+func runCommand(job Job, lease backend.Lease, keeper *heartbeat.Keeper, sigs <-chan os.Signal, log *slog.Logger) (status int, lost bool, err error) {
+	if isClosed(keeper.Lost()) {
+		return 0, true, nil // never start a command without a live lease
+	}
+	env := childEnv(os.Environ(), map[string]string{
+		"LOCKRUN_FENCING_TOKEN": lease.Token().String(),
+		"LOCKRUN_KEY":           job.Key,
+		"LOCKRUN_HOLDER":        job.Lease.Holder,
+		"LOCKRUN_RUN_ID":        job.Lease.RunID,
+		"LOCKRUN_TTL":           job.Policy.TTL.String(),
+		"LOCKRUN_BACKEND":       job.Backend,
+	})
+	p, err := startProcess(job.Path, job.Args, env, job.Stdio)
+	if err != nil {
+		return 0, false, startError(job.Args[0], err)
+	}
+	s := &supervisor{p: p, loss: keeper, sigs: sigs, grace: job.Policy.Grace, log: log}
+	ws, lost := s.wait()
+	s.cleanup(lost)
+	return statusCode(ws), lost, nil
+}
+
+// release gives the lock back, with its own deadline since the run's
+// context may be over. Failing to release is logged, not fatal: the lease
+// expires on its own within its TTL.
+func release(job Job, lease backend.Lease, lost bool, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), min(job.Policy.TTL, 10*time.Second))
+	defer cancel()
+	err := lease.Release(ctx)
+	switch {
+	case err == nil:
+		log.Debug("lock released")
+	case errors.Is(err, backend.ErrLost) && lost:
+	case errors.Is(err, backend.ErrLost):
+		log.Warn("lock was lost by the time the command ended", "err", err)
+	default:
+		log.Warn("could not release the lock; it expires by itself", "ttl", lease.TTL(), "err", err)
+	}
+}
+
+// signalStatus is the exit code for a run interrupted by sig before the
+// command started, as if the command had died of it.
+func signalStatus(sig os.Signal) int {
+	if s, ok := sig.(syscall.Signal); ok {
+		return 128 + int(s)
+	}
+	return ExitSoftware
+}

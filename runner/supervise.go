@@ -1,0 +1,103 @@
+package runner
+
+import (
+	"log/slog"
+	"os"
+	"syscall"
+	"time"
+)
+
+// forwarded are the signals lockrun passes on to the command's process
+// group; the command decides what they mean, and lockrun waits for it.
+var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
+
+// loss is how the supervisor learns that the lock is gone: Lost is closed,
+// and the command must be dead by KillBy.
+type loss interface {
+	Lost() <-chan struct{}
+	KillBy() time.Time
+}
+
+// supervisor watches one running command.
+type supervisor struct {
+	p     *process
+	loss  loss
+	sigs  <-chan os.Signal
+	grace time.Duration
+	log   *slog.Logger
+}
+
+// wait forwards signals until the command exits or the lock is lost; on
+// loss it sends SIGTERM to everything the command started, then SIGKILL at
+// the kill deadline. It returns the command's wait status and whether the
+// lock was lost before the command ended.
+func (s *supervisor) wait() (syscall.WaitStatus, bool) {
+	lost := false
+	lostCh := s.loss.Lost()
+	var kill <-chan time.Time
+	for {
+		select {
+		case <-s.p.exited:
+			if !lost {
+				lost = isClosed(s.loss.Lost())
+			}
+			return s.p.status, lost
+		case <-lostCh:
+			lostCh, lost = nil, true
+			killBy := s.loss.KillBy()
+			s.log.Error("lock lost: stopping the command", "pid", s.p.pid, "kill_in", time.Until(killBy).Round(time.Millisecond))
+			s.p.signalAll(syscall.SIGTERM)
+			kill = time.After(time.Until(killBy))
+		case <-kill:
+			kill = nil
+			s.log.Error("command still running at the kill deadline: sending SIGKILL", "pid", s.p.pid)
+			s.p.killAll()
+		case sig := <-s.sigs:
+			s.log.Info("forwarding signal to the command", "signal", sig.String())
+			s.p.signalGroup(sig.(syscall.Signal))
+		}
+	}
+}
+
+// cleanup stops what the command left running after it exited: SIGTERM,
+// then SIGKILL when the grace ends or at deadline (when the lock is already
+// lost), whichever is first. The lock is only released after this, so that
+// no leftover of one run overlaps the next.
+func (s *supervisor) cleanup(lost bool) {
+	if !s.p.leftover {
+		<-s.p.gone
+		return
+	}
+	killAt := time.Now().Add(s.grace)
+	if lost && s.loss.KillBy().Before(killAt) {
+		killAt = s.loss.KillBy()
+	}
+	n := s.p.signalAll(syscall.SIGTERM)
+	if !lost {
+		s.log.Warn("the command left processes behind: stopping them before releasing the lock", "count", n)
+	}
+	select {
+	case <-s.p.gone:
+		return
+	case <-time.After(time.Until(killAt)):
+	}
+	s.p.killAll()
+	<-s.p.gone
+}
+
+// killAll sends SIGKILL until no descendant is left alive, so that one
+// forked between two /proc walks is caught by the next.
+func (p *process) killAll() {
+	for i := 0; i < 100 && p.signalAll(syscall.SIGKILL) > 0; i++ {
+		time.Sleep(time.Millisecond) // let the killed become zombies
+	}
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
