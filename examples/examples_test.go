@@ -14,24 +14,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lockrun/lockrun/cmd/lockrun/lockruntest"
 )
-
-var binDir string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "lockrun-examples")
-	if err != nil {
-		panic(err)
-	}
-	binDir = dir
-	if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "lockrun"), "../cmd/lockrun").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building lockrun: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
 
 // shell runs a command line from the repository root, with lockrun on PATH
 // and the test's own lock directory.
@@ -39,6 +24,7 @@ func shell(t *testing.T, locks, line string, args ...string) (string, int) {
 	t.Helper()
 	cmd := exec.Command("sh", append([]string{"-c", line, "sh"}, args...)...)
 	cmd.Dir = ".."
+	binDir := filepath.Dir(lockruntest.Binary(t))
 	cmd.Env = append(os.Environ(), "PATH="+binDir+":"+os.Getenv("PATH"), "LOCKRUN_BACKEND=file://"+locks)
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
@@ -54,7 +40,7 @@ func shell(t *testing.T, locks, line string, args ...string) (string, int) {
 func hold(t *testing.T, locks, key string) {
 	t.Helper()
 	ready := filepath.Join(t.TempDir(), "ready")
-	cmd := exec.Command(filepath.Join(binDir, "lockrun"), "run", key, "--", "sh", "-c", "echo > "+ready+"; sleep 60")
+	cmd := exec.Command(lockruntest.Binary(t), "run", key, "--", "sh", "-c", "echo > "+ready+"; sleep 60")
 	cmd.Env = append(os.Environ(), "LOCKRUN_BACKEND=file://"+locks)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/lockrun/lockrun/cmd/lockrun/lockruntest"
 )
 
 // terminal is a pseudo-terminal whose other end is lockrun's controlling
@@ -75,7 +77,7 @@ func (term *terminal) waitFor(t *testing.T, s string) {
 // foreground as a shell would run it.
 func startOnTerminal(t *testing.T, tty *os.File, args ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(lockruntest.Binary(t), args...)
 	cmd.Env = env(t)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}

@@ -1,0 +1,79 @@
+package netproxy
+
+import (
+	"bufio"
+	"net"
+	"testing"
+	"time"
+)
+
+// echo serves a line echo on loopback.
+func echo(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					l, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					c.Write([]byte(l))
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func roundTrip(c net.Conn, r *bufio.Reader, timeout time.Duration) (string, error) {
+	c.SetDeadline(time.Now().Add(timeout))
+	if _, err := c.Write([]byte("ping\n")); err != nil {
+		return "", err
+	}
+	return r.ReadString('\n')
+}
+
+func TestHoldHealLatencyReset(t *testing.T) {
+	p := Start(t, echo(t))
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	if l, err := roundTrip(c, r, time.Second); err != nil || l != "ping\n" {
+		t.Fatalf("through the proxy: %q, %v", l, err)
+	}
+	for _, dir := range []Direction{Up, Down} {
+		p.Hold(dir)
+		if _, err := roundTrip(c, r, 100*time.Millisecond); err == nil {
+			t.Fatalf("a round trip passed with direction %d held", dir)
+		}
+		p.Heal()
+		c.SetDeadline(time.Now().Add(time.Second))
+		if l, err := r.ReadString('\n'); err != nil || l != "ping\n" {
+			t.Fatalf("held bytes not delivered after Heal: %q, %v", l, err)
+		}
+	}
+	p.SetLatency(50 * time.Millisecond)
+	begin := time.Now()
+	if _, err := roundTrip(c, r, time.Second); err != nil || time.Since(begin) < 100*time.Millisecond {
+		t.Errorf("round trip with 50ms each way took %v (%v)", time.Since(begin), err)
+	}
+	p.SetLatency(0)
+	p.Reset()
+	if _, err := roundTrip(c, r, time.Second); err == nil {
+		t.Error("connection still works after Reset")
+	}
+}
