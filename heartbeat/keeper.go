@@ -107,7 +107,7 @@ func (k *Keeper) loop(ctx context.Context, sent time.Time) {
 		termAt := p.TermAt(sent)
 		now := time.Now()
 		if !now.Before(termAt) {
-			k.lose(fmt.Errorf("%w: no renewal succeeded within the lease (last error: %v)", backend.ErrLost, lastErr), p.KillAt(sent))
+			k.lose(expired(lastErr), p.KillAt(sent))
 			return
 		}
 		if now.Before(next) {
@@ -181,6 +181,14 @@ func (k *Keeper) lose(cause error, killBy time.Time) {
 	k.cause, k.killAt = cause, killBy
 	k.mu.Unlock()
 	close(k.lost)
+}
+
+// expired explains a lease that reached its term deadline unrenewed.
+func expired(lastErr error) error {
+	if lastErr == nil {
+		return fmt.Errorf("%w: the lease reached its deadline before a renewal could be sent (was lockrun paused?)", backend.ErrLost)
+	}
+	return fmt.Errorf("%w: no renewal succeeded within the lease (last error: %v)", backend.ErrLost, lastErr)
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -16,21 +17,34 @@ import (
 // signalled and waited for, and none is forgotten when the lock is released.
 type process struct {
 	pid      int
+	wd       *watchdogLink // nil without a watchdog
+	wdErr    error         // why there is no watchdog
 	exited   chan struct{} // closed once the command itself is reaped
 	status   syscall.WaitStatus
-	leftover bool          // descendants remained when the command exited
+	settled  chan struct{} // closed once the command and its watchdog are reaped
+	leftover bool          // valid once settled: descendants remained
 	gone     chan struct{} // closed once no child of ours remains
 	term     *terminal     // set when the command owns the terminal
 }
 
-// startProcess starts argv[0]=path in its own process group with env and
-// stdio. The reaper it starts collects every child of this process, so a
-// process that calls it must start no other children meanwhile.
-func startProcess(path string, argv, env []string, stdio [3]*os.File) (*process, error) {
+// spec says what to start.
+type spec struct {
+	path     string
+	argv     []string // argv[0] is the name as given
+	env      []string
+	stdio    [3]*os.File
+	watchdog []string  // argv of the watchdog; none when empty
+	killAt   time.Time // the watchdog's first deadline
+}
+
+// startProcess starts the command in its own process group, after its
+// watchdog. The reaper it starts collects every child of this process, so
+// a process that calls it must start no other children meanwhile.
+func startProcess(sp spec) (*process, error) {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return nil, fmt.Errorf("becoming a child subreaper: %w", err)
 	}
-	p := &process{exited: make(chan struct{}), gone: make(chan struct{}), term: foreground(stdio[0])}
+	p := &process{exited: make(chan struct{}), settled: make(chan struct{}), gone: make(chan struct{}), term: foreground(sp.stdio[0])}
 	sys := &syscall.SysProcAttr{
 		Setpgid:   true,
 		Pdeathsig: syscall.SIGKILL, // the command must not outlive a SIGKILLed lockrun
@@ -41,29 +55,46 @@ func startProcess(path string, argv, env []string, stdio [3]*os.File) (*process,
 		sys.Foreground, sys.Ctty = true, 0
 	}
 	started := make(chan error, 1)
-	go p.reap(path, argv, &os.ProcAttr{Env: env, Files: stdio[:], Sys: sys}, started)
+	go p.reap(sp, &os.ProcAttr{Env: sp.env, Files: sp.stdio[:], Sys: sys}, started)
 	if err := <-started; err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
-// reap starts the command and then reaps children until none remains.
-// Linux sends the parent-death signal when the thread that forked the
-// child exits, not the process, so this goroutine holds its thread until
-// then.
-func (p *process) reap(path string, argv []string, attr *os.ProcAttr, started chan<- error) {
+// reap starts the watchdog and the command, then reaps children until none
+// remains. Linux sends the parent-death signal when the thread that forked
+// the child exits, not the process, so this goroutine holds its thread
+// until then.
+func (p *process) reap(sp spec, attr *os.ProcAttr, started chan<- error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	defer close(p.gone)
-	proc, err := os.StartProcess(path, argv, attr)
+	if len(sp.watchdog) > 0 {
+		if p.wd, p.wdErr = startWatchdog(sp.watchdog); p.wd != nil {
+			p.wd.arm(sp.killAt)
+		}
+	}
+	proc, err := os.StartProcess(sp.path, sp.argv, attr)
 	if err != nil {
+		if p.wd != nil {
+			p.wd.stop()
+			_, _ = syscall.Wait4(p.wd.pid, nil, 0, nil)
+		}
 		started <- err
 		return
 	}
 	p.pid = proc.Pid
 	_ = proc.Release() // reaped below by pid, not through os.Process
+	if p.wd != nil {
+		p.wd.group(p.pid)
+	}
 	started <- nil
+	p.reapAll()
+}
+
+func (p *process) reapAll() {
+	commandDone, watchdogDone := false, p.wd == nil
 	for {
 		var ws syscall.WaitStatus
 		pid, err := syscall.Wait4(-1, &ws, 0, nil)
@@ -73,13 +104,32 @@ func (p *process) reap(path string, argv []string, attr *os.ProcAttr, started ch
 		if err != nil { // ECHILD: no child remains
 			return
 		}
-		if pid == p.pid {
-			p.status, p.leftover = ws, hasChildren()
+		switch {
+		case pid == p.pid:
+			p.status, commandDone = ws, true
 			if p.term != nil {
 				p.term.reclaim()
 			}
+			if p.wd != nil {
+				p.wd.stop() // nothing left to guard but leftovers, which lockrun stops itself
+			}
 			close(p.exited)
+		case p.wd != nil && pid == p.wd.pid:
+			watchdogDone = true
+		default:
+			continue
 		}
+		if commandDone && watchdogDone {
+			p.leftover = hasChildren()
+			close(p.settled)
+		}
+	}
+}
+
+// arm moves the watchdog's deadline, if there is a watchdog.
+func (p *process) arm(at time.Time) {
+	if p.wd != nil {
+		p.wd.arm(at)
 	}
 }
 

@@ -34,10 +34,11 @@ type Job struct {
 	Busy    int           // exit code when the lock is held (ExitBusy by default)
 	Backend string        // the backend URL given to the child, already redacted
 
-	Path  string      // the resolved command, see Resolve
-	Args  []string    // argv, Args[0] the name as given
-	Stdio [3]*os.File // the command's stdin, stdout, stderr
-	Log   *slog.Logger
+	Path     string      // the resolved command, see Resolve
+	Args     []string    // argv, Args[0] the name as given
+	Stdio    [3]*os.File // the command's stdin, stdout, stderr
+	Watchdog []string    // argv of a watchdog process (see Watch); none if empty
+	Log      *slog.Logger
 }
 
 // Run runs the job and returns nil when the command exited 0, or an
@@ -54,42 +55,58 @@ func Run(ctx context.Context, job Job) error {
 	log := job.Log.With("token", lease.Token().String())
 	log.Debug("lock acquired", "ttl", lease.TTL(), "took", time.Since(lease.Start()).Round(time.Microsecond))
 
-	keeper := heartbeat.Start(ctx, lease, job.Policy, lease.Start(), heartbeat.WithLogger(log))
-	status, lost, err := runCommand(job, lease, keeper, sigs, log)
-	keeper.Stop()
+	status, lost, cause, err := runCommand(ctx, job, lease, sigs, log)
 	release(job, lease, lost, log)
 	switch {
 	case err != nil:
 		return err
 	case lost:
-		return &ExitError{Code: ExitLost, Err: fmt.Errorf("lock %q: %w; the command was stopped", job.Key, keeper.Err())}
+		return &ExitError{Code: ExitLost, Err: fmt.Errorf("lock %q: %w; the command was stopped", job.Key, cause)}
 	case status != 0:
 		return &ExitError{Code: status}
 	}
 	return nil
 }
 
-// runCommand starts the command and supervises it to its end.
-func runCommand(job Job, lease backend.Lease, keeper *heartbeat.Keeper, sigs <-chan os.Signal, log *slog.Logger) (status int, lost bool, err error) {
-	if isClosed(keeper.Lost()) {
-		return 0, true, nil // never start a command without a live lease
+// runCommand starts the command, keeps the lease alive while it runs, and
+// supervises it to its end. It never starts a command without a live lease.
+func runCommand(ctx context.Context, job Job, lease backend.Lease, sigs <-chan os.Signal, log *slog.Logger) (status int, lost bool, cause, err error) {
+	p := job.Policy
+	if !time.Now().Before(p.TermAt(lease.Start())) {
+		return 0, true, fmt.Errorf("%w: granted too late to run", backend.ErrLost), nil
 	}
 	env := childEnv(os.Environ(), map[string]string{
 		"LOCKRUN_FENCING_TOKEN": lease.Token().String(),
 		"LOCKRUN_KEY":           job.Key,
 		"LOCKRUN_HOLDER":        job.Lease.Holder,
 		"LOCKRUN_RUN_ID":        job.Lease.RunID,
-		"LOCKRUN_TTL":           job.Policy.TTL.String(),
+		"LOCKRUN_TTL":           p.TTL.String(),
 		"LOCKRUN_BACKEND":       job.Backend,
 	})
-	p, err := startProcess(job.Path, job.Args, env, job.Stdio)
+	// The watchdog kills halfway between lockrun's own SIGKILL and the
+	// local deadline: a backstop that never pre-empts lockrun.
+	backstop := p.Margin / 2
+	proc, err := startProcess(spec{
+		path: job.Path, argv: job.Args, env: env, stdio: job.Stdio,
+		watchdog: job.Watchdog, killAt: p.KillAt(lease.Start()).Add(backstop),
+	})
 	if err != nil {
-		return 0, false, startError(job.Args[0], err)
+		return 0, false, nil, startError(job.Args[0], err)
 	}
-	s := &supervisor{p: p, loss: keeper, sigs: sigs, grace: job.Policy.Grace, log: log}
+	if proc.wdErr != nil {
+		log.Warn("running without a watchdog", "err", proc.wdErr)
+	}
+	keeper := heartbeat.Start(ctx, lease, p, lease.Start(), heartbeat.WithLogger(log),
+		heartbeat.OnExtend(func(killAt time.Time) { proc.arm(killAt.Add(backstop)) }))
+	defer keeper.Stop()
+	s := &supervisor{p: proc, loss: keeper, sigs: sigs, grace: p.Grace, log: log}
 	ws, lost := s.wait()
 	s.cleanup(lost)
-	return statusCode(ws), lost, nil
+	cause = keeper.Err()
+	if lost && cause == nil {
+		cause = fmt.Errorf("%w: the lease outlived its kill deadline (was lockrun frozen?)", backend.ErrLost)
+	}
+	return statusCode(ws), lost, cause, nil
 }
 
 // release gives the lock back, with its own deadline since the run's

@@ -38,9 +38,9 @@ func (s *supervisor) wait() (syscall.WaitStatus, bool) {
 	for {
 		select {
 		case <-s.p.exited:
-			if !lost {
-				lost = isClosed(s.loss.Lost())
-			}
+			// After a freeze the command may be reaped before the
+			// heartbeat has run: a lease past its kill deadline is lost.
+			lost = lost || isClosed(s.loss.Lost()) || !time.Now().Before(s.loss.KillBy())
 			return s.p.status, lost
 		case <-lostCh:
 			lostCh, lost = nil, true
@@ -64,6 +64,7 @@ func (s *supervisor) wait() (syscall.WaitStatus, bool) {
 // lost), whichever is first. The lock is only released after this, so that
 // no leftover of one run overlaps the next.
 func (s *supervisor) cleanup(lost bool) {
+	<-s.p.settled
 	if !s.p.leftover {
 		<-s.p.gone
 		return

@@ -217,3 +217,59 @@ func TestVersion(t *testing.T) {
 		t.Errorf("--version: exit %d, %q", r.Code, r.Stdout)
 	}
 }
+
+func pidsFrom(t *testing.T, path string) []int {
+	t.Helper()
+	var pids []int
+	for _, f := range strings.Fields(waitFile(t, path)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// waitDead waits for every pid to die and returns how long that took.
+func waitDead(t *testing.T, pids []int, within time.Duration) time.Duration {
+	t.Helper()
+	begin := time.Now()
+	for _, pid := range pids {
+		for alive(pid) {
+			if time.Since(begin) > within {
+				t.Fatalf("process %d still alive after %v", pid, time.Since(begin))
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return time.Since(begin)
+}
+
+func TestSIGKILLOfLockrunKillsTheWholeGroup(t *testing.T) {
+	e, pidFile := env(t), filepath.Join(t.TempDir(), "pids")
+	cmd := start(t, e, "run", "k", "--", "sh", "-c", "sleep 30 & echo $$ $! > "+pidFile+"; wait")
+	pids := pidsFrom(t, pidFile)
+	cmd.Process.Kill()
+	cmd.Wait()
+	waitDead(t, pids, 100*time.Millisecond)
+}
+
+// A lockrun frozen on its own cannot renew; its watchdog must still kill
+// the command by the local deadline, and lockrun reports the loss when it
+// wakes.
+func TestFrozenLockrunsCommandDiesByTheDeadline(t *testing.T) {
+	e, pidFile := env(t), filepath.Join(t.TempDir(), "pids")
+	begin := time.Now()
+	cmd := start(t, e, "run", "--ttl", "1s", "k", "--", "sh", "-c", "sleep 30 & echo $$ $! > "+pidFile+"; wait")
+	pids := pidsFrom(t, pidFile)
+	cmd.Process.Signal(syscall.SIGSTOP)
+	waitDead(t, pids, 2*time.Second)
+	if took := time.Since(begin); took > 990*time.Millisecond {
+		t.Errorf("command died %v after lockrun started; the 1s lease's local deadline is 990ms", took)
+	}
+	cmd.Process.Signal(syscall.SIGCONT)
+	if code := exitCode(t, cmd); code != 76 {
+		t.Errorf("lockrun woke with exit %d, want 76 (lost)", code)
+	}
+}

@@ -99,18 +99,36 @@ func (st *state) run(c *cli.Context) error {
 	}
 	defer b.Close()
 	return runner.Run(c.Context, runner.Job{
-		Key:     key,
-		Locker:  b,
-		Lease:   backend.AcquireOptions{TTL: policy.TTL, Holder: holder, RunID: rand.Text(), Wait: c.Bool("wait") || timeout > 0},
-		Policy:  policy,
-		Timeout: timeout,
-		Busy:    busy,
-		Backend: describeBackend(raw, b),
-		Path:    path,
-		Args:    argv,
-		Stdio:   [3]*os.File{st.stdin, st.stdout, st.stderr},
-		Log:     log.With("key", key),
+		Key:      key,
+		Locker:   b,
+		Lease:    backend.AcquireOptions{TTL: policy.TTL, Holder: holder, RunID: rand.Text(), Wait: c.Bool("wait") || timeout > 0},
+		Policy:   policy,
+		Timeout:  timeout,
+		Busy:     busy,
+		Backend:  describeBackend(raw, b),
+		Path:     path,
+		Args:     argv,
+		Stdio:    [3]*os.File{st.stdin, st.stdout, st.stderr},
+		Watchdog: []string{"/proc/self/exe", "watchdog", strconv.Itoa(os.Getpid())},
+		Log:      log.With("key", key),
 	})
+}
+
+// watchdogCommand is the hidden command lockrun starts beside the user's
+// command: it holds the kill deadline while lockrun cannot (see
+// runner.Watch).
+func watchdogCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "watchdog",
+		Hidden: true,
+		Action: func(c *cli.Context) error {
+			pid, err := strconv.Atoi(c.Args().First())
+			if err != nil || pid <= 0 {
+				return usagef("watchdog: want the pid of lockrun")
+			}
+			return runner.Watch(os.Stdin, pid)
+		},
+	}
 }
 
 // splitArgs takes KEY [--] COMMAND [ARG...] apart.

@@ -1,0 +1,210 @@
+package runner
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The watchdog is a second process that holds the kill deadline, so that the
+// command dies by the deadline even when lockrun itself cannot act: frozen
+// (SIGSTOP, a stalled cgroup) or SIGKILLed. lockrun sends it messages over
+// a pipe; the watchdog SIGKILLs the command's process group and lockrun's
+// other descendants when the deadline passes without a newer one, or at once
+// when the pipe closes because lockrun died. lockrun kills the watchdog when
+// the command has exited.
+//
+// A message is one tag byte and a big-endian int64: 'g' the command's
+// process group, 'd' the kill deadline in CLOCK_MONOTONIC nanoseconds.
+const msgLen = 9
+
+// watchdogLink is lockrun's end of the pipe. Deadlines are coalesced by a
+// writer goroutine, so the heartbeat never blocks on a watchdog that does
+// not read, and the newest deadline is always the next one sent.
+type watchdogLink struct {
+	pid int
+	w   *os.File
+
+	mu      sync.Mutex
+	pending []byte
+	stopped bool
+	wake    chan struct{}
+}
+
+// startWatchdog starts argv (argv[0] is the path) as the watchdog, in its
+// own process group so that signals meant for lockrun's group do not reach
+// it, and without a parent-death signal: it must outlive lockrun.
+func startWatchdog(argv []string) (*watchdogLink, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	defer null.Close()
+	proc, err := os.StartProcess(argv[0], argv, &os.ProcAttr{
+		Env:   []string{},
+		Files: []*os.File{r, null, os.Stderr},
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	})
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("starting the watchdog: %w", err)
+	}
+	l := &watchdogLink{pid: proc.Pid, w: w, wake: make(chan struct{}, 1)}
+	_ = proc.Release() // reaped by the process reaper
+	go l.writer()
+	return l, nil
+}
+
+func (l *watchdogLink) send(tag byte, v int64) {
+	msg := make([]byte, msgLen)
+	msg[0] = tag
+	binary.BigEndian.PutUint64(msg[1:], uint64(v))
+	l.mu.Lock()
+	if l.stopped {
+		l.mu.Unlock()
+		return
+	}
+	if tag == 'd' && len(l.pending) >= msgLen && l.pending[len(l.pending)-msgLen] == 'd' {
+		l.pending = l.pending[:len(l.pending)-msgLen] // a newer deadline replaces an unsent one
+	}
+	l.pending = append(l.pending, msg...)
+	l.mu.Unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (l *watchdogLink) writer() {
+	defer l.w.Close()
+	for range l.wake {
+		l.mu.Lock()
+		buf := l.pending
+		l.pending = nil
+		l.mu.Unlock()
+		if _, err := l.w.Write(buf); err != nil {
+			return
+		}
+	}
+}
+
+// group tells the watchdog which process group to kill.
+func (l *watchdogLink) group(pgid int) { l.send('g', int64(pgid)) }
+
+// arm sets the kill deadline.
+func (l *watchdogLink) arm(at time.Time) { l.send('d', monotonicNS(at)) }
+
+// stop kills the watchdog: the command has exited, nothing is left to guard.
+func (l *watchdogLink) stop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopped {
+		return
+	}
+	l.stopped = true
+	_ = syscall.Kill(l.pid, syscall.SIGKILL)
+	close(l.wake) // the writer closes the pipe
+}
+
+// monotonicNS maps a time to CLOCK_MONOTONIC, the clock both processes share.
+func monotonicNS(at time.Time) int64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano() + int64(time.Until(at))
+}
+
+// Watch is the watchdog's side: it reads messages from in until the pipe
+// closes or the deadline passes, then kills the command's process group and
+// every other descendant of lockrun (pid) still alive.
+func Watch(in *os.File, lockrun int) error {
+	fd := int(in.Fd())
+	if err := unix.SetNonblock(fd, true); err != nil {
+		return err
+	}
+	var pgid int
+	var deadline int64 // CLOCK_MONOTONIC ns; 0 until armed
+	var pending []byte
+	buf := make([]byte, 4096)
+	for {
+		timeout := time.Duration(-1)
+		if deadline != 0 {
+			if timeout = time.Duration(deadline - monotonicNS(time.Now())); timeout <= 0 {
+				return killTree(pgid, lockrun, "lockrun did not renew the lease in time")
+			}
+		}
+		if err := waitReadable(fd, timeout); err != nil {
+			return err
+		}
+		n, err := syscall.Read(fd, buf)
+		switch {
+		case n == 0 && err == nil:
+			return killTree(pgid, lockrun, "lockrun died")
+		case errors.Is(err, syscall.EAGAIN), errors.Is(err, syscall.EINTR):
+			continue
+		case err != nil:
+			return err
+		}
+		pending = append(pending, buf[:n]...)
+		for len(pending) >= msgLen {
+			v := int64(binary.BigEndian.Uint64(pending[1:msgLen]))
+			switch pending[0] {
+			case 'g':
+				pgid = int(v)
+			case 'd':
+				deadline = v
+			}
+			pending = pending[msgLen:]
+		}
+	}
+}
+
+// waitReadable blocks until fd is readable or timeout passes (forever when
+// negative).
+func waitReadable(fd int, timeout time.Duration) error {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	var ts *unix.Timespec
+	if timeout >= 0 {
+		t := unix.NsecToTimespec(int64(timeout))
+		ts = &t
+	}
+	_, err := unix.Ppoll(fds, ts, nil)
+	if errors.Is(err, syscall.EINTR) {
+		return nil
+	}
+	return err
+}
+
+func killTree(pgid, lockrun int, why string) error {
+	if pgid == 0 {
+		return nil // the command never started
+	}
+	fmt.Fprintf(os.Stderr, "lockrun: watchdog: %s: killing the command\n", why)
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	self := os.Getpid()
+	for i := 0; i < 100; i++ {
+		found := false
+		for _, pid := range descendants(lockrun) {
+			if pid != self {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				found = true
+			}
+		}
+		if !found {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
+}
