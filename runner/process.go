@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lockrun/lockrun/runner/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,9 +33,9 @@ type spec struct {
 	path     string
 	argv     []string // argv[0] is the name as given
 	env      []string
-	stdio    [3]*os.File
-	watchdog []string  // argv of the watchdog; none when empty
-	killAt   time.Time // the watchdog's first deadline
+	files    []*os.File // stdin, stdout, stderr, then files to inherit
+	watchdog []string   // argv of the watchdog; none when empty
+	killAt   time.Time  // the watchdog's first deadline
 }
 
 // startProcess starts the command in its own process group, after its
@@ -44,7 +45,7 @@ func startProcess(sp spec) (*process, error) {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return nil, fmt.Errorf("becoming a child subreaper: %w", err)
 	}
-	p := &process{exited: make(chan struct{}), settled: make(chan struct{}), gone: make(chan struct{}), term: foreground(sp.stdio[0])}
+	p := &process{exited: make(chan struct{}), settled: make(chan struct{}), gone: make(chan struct{}), term: foreground(sp.files[0])}
 	sys := &syscall.SysProcAttr{
 		Setpgid:   true,
 		Pdeathsig: syscall.SIGKILL, // the command must not outlive a SIGKILLed lockrun
@@ -55,7 +56,7 @@ func startProcess(sp spec) (*process, error) {
 		sys.Foreground, sys.Ctty = true, 0
 	}
 	started := make(chan error, 1)
-	go p.reap(sp, &os.ProcAttr{Env: sp.env, Files: sp.stdio[:], Sys: sys}, started)
+	go p.reap(sp, &os.ProcAttr{Env: sp.env, Files: sp.files, Sys: sys}, started)
 	if err := <-started; err != nil {
 		return nil, err
 	}
@@ -148,7 +149,7 @@ func (p *process) signalGroup(sig syscall.Signal) {
 // signalAll sends sig to the command's process group and to every other
 // descendant of this process, including those that left the group.
 func (p *process) signalAll(sig syscall.Signal) int {
-	pids := descendants(os.Getpid())
+	pids := procfs.Descendants(os.Getpid())
 	p.signalGroup(sig)
 	for _, pid := range pids {
 		_ = syscall.Kill(pid, sig)

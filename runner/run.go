@@ -87,7 +87,7 @@ func runCommand(ctx context.Context, job Job, lease backend.Lease, sigs <-chan o
 	// local deadline: a backstop that never pre-empts lockrun.
 	backstop := p.Margin / 2
 	proc, err := startProcess(spec{
-		path: job.Path, argv: job.Args, env: env, stdio: job.Stdio,
+		path: job.Path, argv: job.Args, env: env, files: append(job.Stdio[:], lockFiles(lease)...),
 		watchdog: job.Watchdog, killAt: p.KillAt(lease.Start()).Add(backstop),
 	})
 	if err != nil {
@@ -107,6 +107,20 @@ func runCommand(ctx context.Context, job Job, lease backend.Lease, sigs <-chan o
 		cause = fmt.Errorf("%w: the lease outlived its kill deadline (was lockrun frozen?)", backend.ErrLost)
 	}
 	return statusCode(ws), lost, cause, nil
+}
+
+// filesLease is a lease held by open files, as a flock is. The command
+// inherits them, so that the lock is freed only once lockrun and the
+// command have both died, in whatever order.
+type filesLease interface {
+	Files() []*os.File
+}
+
+func lockFiles(lease backend.Lease) []*os.File {
+	if f, ok := lease.(filesLease); ok {
+		return f.Files()
+	}
+	return nil
 }
 
 // release gives the lock back, with its own deadline since the run's

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lockrun/lockrun/runner/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -195,7 +196,7 @@ func killTree(pgid, lockrun int, why string) error {
 	self := os.Getpid()
 	for i := 0; i < 100; i++ {
 		found := false
-		for _, pid := range descendants(lockrun) {
+		for _, pid := range procfs.Descendants(lockrun) {
 			if pid != self {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 				found = true

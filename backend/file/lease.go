@@ -53,6 +53,18 @@ func (l *lease) check() error {
 	return nil
 }
 
+// Files is the locked file: a command that inherits it keeps the flock
+// held until it dies, even if lockrun dies first (the kernel frees a flock
+// when the last descriptor of its open file is closed).
+func (l *lease) Files() []*os.File {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return nil
+	}
+	return []*os.File{l.f}
+}
+
 // Release drops the flock. A revoked lease is still unlocked (the flock is
 // ours until we let go of it), and reports ErrLost.
 func (l *lease) Release(ctx context.Context) error {

@@ -29,8 +29,8 @@ type Proxy struct {
 
 	mu      sync.Mutex
 	held    Direction
-	latency time.Duration
-	changed chan struct{} // closed when held changes
+	latency [2]time.Duration // by direction: Up, Down
+	changed chan struct{}    // closed when held changes
 	conns   map[net.Conn]struct{}
 	wg      sync.WaitGroup
 }
@@ -60,11 +60,16 @@ func (p *Proxy) Hold(dir Direction) { p.setHeld(p.heldNow() | dir) }
 // Heal forwards everything again, held bytes first.
 func (p *Proxy) Heal() { p.setHeld(0) }
 
-// SetLatency delays every chunk forwarded from now on by d.
-func (p *Proxy) SetLatency(d time.Duration) {
+// SetLatency delays every chunk forwarded in dir from now on by d.
+func (p *Proxy) SetLatency(dir Direction, d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.latency = d
+	if dir&Up != 0 {
+		p.latency[0] = d
+	}
+	if dir&Down != 0 {
+		p.latency[1] = d
+	}
 }
 
 // Reset closes every open connection; new ones are still accepted.
@@ -105,7 +110,10 @@ func (p *Proxy) setHeld(d Direction) {
 func (p *Proxy) gate(dir Direction) time.Duration {
 	for {
 		p.mu.Lock()
-		held, changed, latency := p.held&dir != 0, p.changed, p.latency
+		held, changed, latency := p.held&dir != 0, p.changed, p.latency[0]
+		if dir == Down {
+			latency = p.latency[1]
+		}
 		p.mu.Unlock()
 		if !held {
 			return latency

@@ -66,12 +66,12 @@ func TestHoldHealLatencyReset(t *testing.T) {
 			t.Fatalf("held bytes not delivered after Heal: %q, %v", l, err)
 		}
 	}
-	p.SetLatency(50 * time.Millisecond)
+	p.SetLatency(Both, 50*time.Millisecond)
 	begin := time.Now()
 	if _, err := roundTrip(c, r, time.Second); err != nil || time.Since(begin) < 100*time.Millisecond {
 		t.Errorf("round trip with 50ms each way took %v (%v)", time.Since(begin), err)
 	}
-	p.SetLatency(0)
+	p.SetLatency(Both, 0)
 	p.Reset()
 	if _, err := roundTrip(c, r, time.Second); err == nil {
 		t.Error("connection still works after Reset")

@@ -17,32 +17,38 @@ import (
 )
 
 var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
+	mu     sync.Mutex
+	builds = map[string]string{} // package dir → binary
 )
 
 // Binary returns the path of a lockrun built from this checkout.
 func Binary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		_, self, _, _ := runtime.Caller(0)
-		pkg := filepath.Join(filepath.Dir(self), "..")
-		dir, err := os.MkdirTemp("", "lockrun-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "lockrun")
-		out, err := exec.Command("go", "build", "-o", binPath, pkg).CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("building lockrun: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	return Build(t, ".")
+}
+
+// Build builds the main package in dir (relative to cmd/lockrun) once per
+// test process, without the race detector whatever the test uses, and
+// returns the binary's path.
+func Build(t testing.TB, dir string) string {
+	t.Helper()
+	_, self, _, _ := runtime.Caller(0)
+	pkg := filepath.Join(filepath.Dir(self), "..", dir)
+	mu.Lock()
+	defer mu.Unlock()
+	if bin, ok := builds[pkg]; ok {
+		return bin
 	}
-	return binPath
+	out, err := os.MkdirTemp("", "lockrun-bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(out, filepath.Base(pkg))
+	if msg, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v\n%s", pkg, err, msg)
+	}
+	builds[pkg] = bin
+	return bin
 }
 
 // Result is how one lockrun run ended.

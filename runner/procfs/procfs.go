@@ -1,4 +1,5 @@
-package runner
+// Package procfs reads the process tree from /proc.
+package procfs
 
 import (
 	"bytes"
@@ -6,10 +7,10 @@ import (
 	"strconv"
 )
 
-// descendants lists the live (non-zombie) descendants of root, read from
+// Descendants lists the live (non-zombie) descendants of root, read from
 // /proc. It is a snapshot: a process forked during the walk may be missed,
 // which is why killers call it until it comes back empty.
-func descendants(root int) []int {
+func Descendants(root int) []int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil

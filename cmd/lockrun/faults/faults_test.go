@@ -1,0 +1,68 @@
+package faults
+
+import (
+	"flag"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockrun/lockrun/cmd/lockrun/lockruntest"
+)
+
+var (
+	duration = flag.Duration("faults.duration", 4*time.Second, "how long each case runs on each backend")
+	only     = flag.String("faults.backends", "", "comma-separated backends to attack (default: all)")
+	cases    = flag.String("faults.cases", "", "comma-separated case numbers to run (default: all)")
+)
+
+// TestFaults runs every case on every backend and fails on any overlap
+// where lockrun's timers ran, any stale write accepted, any late kill, any
+// orphan, and any fault that did not bite.
+func TestFaults(t *testing.T) {
+	lockrun := lockruntest.Binary(t)
+	child := lockruntest.Build(t, "faults/faultchild")
+	var results []Result
+	for _, tg := range targets(t) {
+		if !selected(*only, tg.Name) {
+			continue
+		}
+		for _, c := range Cases {
+			if !selected(*cases, c.Name[:strings.IndexByte(c.Name, '-')]) || c.Net && tg.Proxy == nil || c.Fault == nil && c.Name != "1-no-fault" {
+				continue
+			}
+			if (c.Name == "4-server-freeze-restart") && tg.Server == nil {
+				continue
+			}
+			t.Run(tg.Name+"/"+c.Name, func(t *testing.T) {
+				r := Run(tg, c, lockrun, child, *duration)
+				results = append(results, r)
+				for _, f := range r.Failures {
+					t.Error(f)
+				}
+			})
+		}
+	}
+	printTable(os.Stdout, results)
+	t.Log(summary(results))
+	os.Stdout.WriteString(summary(results) + "\n")
+}
+
+func selected(list, name string) bool {
+	if list == "" {
+		return true
+	}
+	for _, s := range strings.Split(list, ",") {
+		if s == name {
+			return true
+		}
+	}
+	return false
+}
+
+// targets starts every backend under attack.
+func targets(t *testing.T) []Target {
+	return []Target{
+		{Name: "file", URL: "file://" + t.TempDir(), TTL: time.Second},
+	}
+}

@@ -1,0 +1,126 @@
+package faults
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"time"
+)
+
+// attack is one case running against one target.
+type attack struct {
+	tg       Target
+	fleet    *Fleet
+	duration time.Duration
+	res      *Result
+	phase    time.Time // when a two-phase fault switched phase
+}
+
+// waitEnd waits until the run with token has ended and returns when.
+func (a *attack) waitEnd(token uint64, within time.Duration) (time.Time, bool) {
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if l, ok := a.fleet.Oracle.lifeOf(token); ok && !l.end.IsZero() {
+			return l.end, true
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return time.Now(), false
+}
+
+// nextGrant waits for a grant of a token above token and returns when it
+// happened.
+func (a *attack) nextGrant(token uint64, within time.Duration) (time.Time, bool) {
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		for _, at := range a.fleet.Attempts() {
+			if at.Token > token {
+				return at.Acquired, true
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return time.Time{}, false
+}
+
+// Run attacks tg with c for d, using lockrun and child binaries, and
+// returns what went wrong.
+func Run(tg Target, c Case, lockrun, child string, d time.Duration) Result {
+	res := Result{Backend: tg.Name, Case: c.Name}
+	oracle, err := NewOracle()
+	if err != nil {
+		res.failf("oracle: %v", err)
+		return res
+	}
+	defer oracle.Close()
+	fleet := &Fleet{
+		Lockrun: lockrun, Child: child, Backend: tg.URL, Key: "faults-" + rand.Text()[:10],
+		TTL: tg.TTL, Hold: c.Hold, Mode: c.Mode, Competitors: c.Competitors, Oracle: oracle,
+	}
+	a := &attack{tg: tg, fleet: fleet, duration: d, res: &res}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	faultDone := make(chan struct{})
+	go func() {
+		defer close(faultDone)
+		if c.Fault != nil {
+			c.Fault(ctx, a)
+		}
+	}()
+	fleet.Run(ctx)
+	<-faultDone
+	if tg.Proxy != nil {
+		tg.Proxy.Heal()
+	}
+	time.Sleep(50 * time.Millisecond) // let the last connections close
+	attempts := fleet.Attempts()
+	counted := analyze(oracle, attempts)
+	counted.Backend, counted.Case, counted.Failures = res.Backend, res.Case, res.Failures
+	judge(&counted, c, a, attempts)
+	return counted
+}
+
+// judge adds the failures of the rules every case must keep.
+func judge(r *Result, c Case, a *attack, attempts []Attempt) {
+	if r.StaleAccepted > 0 {
+		r.failf("%d stale writes accepted", r.StaleAccepted)
+	}
+	if r.TokenRegressions > 0 {
+		r.failf("%d tokens did not grow", r.TokenRegressions)
+	}
+	if r.Orphans > 0 {
+		r.failf("%d runs left processes behind", r.Orphans)
+	}
+	if !c.MayOverlap && (r.Overlaps > 0 || r.LateKills > 0) {
+		r.failf("%d overlaps, %d late kills with lockrun's timers running", r.Overlaps, r.LateKills)
+	}
+	if c.MustLose && r.LostExits == 0 {
+		r.failf("the fault never made a lockrun lose its lock: it did not bite")
+	}
+	if c.Name == "1-no-fault" && (r.Runs < 10 || r.LostExits > 0) {
+		r.failf("%d runs and %d losses without a fault", r.Runs, r.LostExits)
+	}
+	if c.Name == "5-slow-acquire-reply" && (r.Runs > 0 || r.Refusals == 0) {
+		r.failf("%d commands started on grants that came after the TTL; %d refusals", r.Runs, r.Refusals)
+	}
+	if !a.phase.IsZero() {
+		for _, at := range attempts {
+			if at.Exit == 76 && at.Ended.Before(a.phase) {
+				r.failf("a lockrun lost its lock under latency well within the margin")
+				break
+			}
+		}
+	}
+	for _, at := range attempts {
+		if at.Exit == 70 || at.Ended.IsZero() {
+			r.failf("lockrun %d ended with %d: %v", at.PID, at.Exit, at.Log)
+		}
+	}
+}
+
+// Fprint writes the results as a table and the summary line.
+func Fprint(f *os.File, results []Result) {
+	printTable(f, results)
+	fmt.Fprintln(f, summary(results))
+}
