@@ -40,7 +40,7 @@ func TestTLS(t *testing.T) {
 	l.Release(t.Context())
 	for name, raw := range map[string]string{
 		"a server the system's roots do not vouch for": base + "?" + client,
-		"no client certificate":                         base + "?ca_file=" + ca,
+		"no client certificate":                        base + "?ca_file=" + ca,
 	} {
 		if _, err := open(t, raw).Acquire(t.Context(), "k", opts("h", time.Minute)); !errors.Is(err, backend.ErrUnavailable) {
 			t.Errorf("%s: Acquire = %v, want ErrUnavailable", name, err)
