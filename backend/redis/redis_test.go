@@ -17,16 +17,21 @@ import (
 // open returns a backend on rawURL, closed when the test ends.
 func open(t testing.TB, rawURL string) *Backend {
 	t.Helper()
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := OpenURL(context.Background(), u)
+	b, err := tryOpen(rawURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
 	return b
+}
+
+// tryOpen opens rawURL; the caller closes the backend.
+func tryOpen(rawURL string) (*Backend, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	return OpenURL(context.Background(), u)
 }
 
 // direct is a plain client of srv, to look at and tamper with the keys.

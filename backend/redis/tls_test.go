@@ -42,8 +42,8 @@ func TestTLS(t *testing.T) {
 		"a server the system's roots do not vouch for": base + "?" + client,
 		"no client certificate":                        base + "?ca_file=" + ca,
 	} {
-		if _, err := open(t, raw).Acquire(t.Context(), "k", opts("h", time.Minute)); !errors.Is(err, backend.ErrUnavailable) {
-			t.Errorf("%s: Acquire = %v, want ErrUnavailable", name, err)
+		if _, err := tryOpen(raw); !errors.Is(err, backend.ErrUnavailable) {
+			t.Errorf("%s: OpenURL = %v, want ErrUnavailable", name, err)
 		}
 	}
 }

@@ -37,9 +37,10 @@ const params = "prefix, dial_timeout, read_timeout, ca_file, cert_file, key_file
 // "lockrun:"), dial_timeout (default 1s), read_timeout (default 2s; also
 // the write timeout), and for rediss ca_file (PEM certificates to trust
 // instead of the system's), cert_file and key_file (a client certificate).
-// The server's certificate is always verified. OpenURL does not connect:
-// an unreachable server shows at the first call, as ErrUnavailable. Bad
-// URLs wrap backend.ErrInvalidURL.
+// The server's certificate is always verified. Bad URLs wrap
+// backend.ErrInvalidURL. OpenURL connects (see probe): a server that cannot
+// be reached or refuses the credentials fails here, wrapping
+// backend.ErrUnavailable.
 func OpenURL(ctx context.Context, u *url.URL) (*Backend, error) {
 	opt, prefix, err := parseURL(u)
 	if err != nil {
@@ -49,13 +50,18 @@ func OpenURL(ctx context.Context, u *url.URL) (*Backend, error) {
 	// process-wide logger; lockrun's stderr belongs to the child and to
 	// lockrun's own one-line messages.
 	logging.Disable()
-	return &Backend{
+	b := &Backend{
 		client:  goredis.NewClient(opt),
 		opt:     opt,
 		url:     backend.Redact(u.String()),
 		prefix:  prefix,
 		scripts: newScripts(),
-	}, nil
+	}
+	if err := b.probe(ctx); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
 }
 
 // parseURL turns the URL into client options and the key prefix.
