@@ -97,3 +97,27 @@ func expiryAfterARenewal(t *testing.T, srv *redistest.Server, key string) time.T
 	t.Fatal("the holder did not renew within 10s")
 	return time.Time{}
 }
+
+// status and release work on Redis: the revoked holder stops its command
+// and exits 76 within its TTL, and a --wait run queued behind it goes next.
+func TestBinaryStatusReleaseAndWait(t *testing.T) {
+	srv := redistest.Start(t)
+	env := binaryEnv(srv.URL())
+	ready := filepath.Join(t.TempDir(), "ready")
+	holder := lockruntest.Start(t, env, "run", "--ttl", "2s", "--holder", "worker-7", "k", "--", "sh", "-c", "echo > "+ready+"; exec sleep 60")
+	lockruntest.WaitLine(t, ready)
+	if r := lockruntest.Run(t, env, "status", "k"); r.Code != 0 || !strings.Contains(r.Stdout, "held by worker-7") {
+		t.Errorf("status: exit %d, %q %q", r.Code, r.Stdout, r.Stderr)
+	}
+	waiter := lockruntest.Start(t, env, "run", "--wait", "k", "--", "true")
+	begin := time.Now()
+	if r := lockruntest.Run(t, env, "release", "k"); r.Code != 0 {
+		t.Fatalf("release: exit %d, %s", r.Code, r.Stderr)
+	}
+	if code := lockruntest.ExitCode(t, holder); code != 76 || time.Since(begin) > 2*time.Second {
+		t.Errorf("revoked holder: exit %d after %v; want 76 within its 2s ttl", code, time.Since(begin))
+	}
+	if code := lockruntest.ExitCode(t, waiter); code != 0 {
+		t.Errorf("waiter: exit %d", code)
+	}
+}

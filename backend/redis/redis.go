@@ -88,6 +88,11 @@ func (b *Backend) probe(ctx context.Context) error {
 // Close closes the backend's connections.
 func (b *Backend) Close() error { return b.client.Close() }
 
+var (
+	_ backend.Backend = (*Backend)(nil)
+	_ backend.Lease   = (*lease)(nil)
+)
+
 // names are the Redis names of one lock's parts: all carry the same hash
 // tag, hence the same cluster slot.
 type names struct {
