@@ -50,8 +50,9 @@ type Backend struct {
 	scripts scripts
 }
 
-// Probing a server at open: attempts, the pause before the second (doubled
-// before the third), and how long one attempt may take.
+// Probing a server at open: attempts, and the pause before the second
+// (doubled before the third). One attempt may take the dial timeout plus
+// the read timeout.
 const (
 	probeAttempts = 3
 	probePause    = 200 * time.Millisecond
