@@ -1,0 +1,184 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/lockrun/lockrun/backend/redis/redistest"
+	"github.com/lockrun/lockrun/cmd/lockrun/lockruntest"
+)
+
+func BenchmarkAcquireRelease(b *testing.B) {
+	be := open(b, redistest.Start(b).URL())
+	o := opts("h", time.Minute)
+	for b.Loop() {
+		l, err := be.Acquire(b.Context(), "k", o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Release(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkRenew(b *testing.B) {
+	be := open(b, redistest.Start(b).URL())
+	l, err := be.Acquire(b.Context(), "k", opts("h", time.Minute))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if err := l.Renew(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkHandOff measures the time from a holder's Release to the next
+// waiter's Acquire returning, with 1, 10 and 100 waiters queued, and the
+// round trips each hand-off costs the server (scripts and subscriptions,
+// including the releaser queuing again): flat in the number of waiters.
+func BenchmarkHandOff(b *testing.B) {
+	for _, n := range []int{1, 10, 100} {
+		b.Run(fmt.Sprintf("waiters=%d", n), func(b *testing.B) { benchHandOff(b, n) })
+	}
+}
+
+func benchHandOff(b *testing.B, waiters int) {
+	srv := redistest.Start(b)
+	c := direct(b, srv)
+	h := &handOffs{want: b.N, next: make(chan struct{})}
+	ctx, cancel := context.WithCancel(b.Context())
+	defer cancel()
+	var wg sync.WaitGroup
+	roundTrips := serverRoundTrips(b, c)
+	b.ResetTimer()
+	for i := range waiters + 1 {
+		be := open(b, srv.URL())
+		wg.Go(func() { h.run(ctx, cancel, be, fmt.Sprint("w", i)) })
+	}
+	wg.Wait()
+	b.StopTimer()
+	slices.Sort(h.took)
+	b.ReportMetric(float64(h.took[len(h.took)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(h.took[len(h.took)*99/100].Microseconds()), "p99-µs")
+	b.ReportMetric(float64(serverRoundTrips(b, c)-roundTrips)/float64(len(h.took)), "roundtrips/op")
+}
+
+// handOffs is the shared state of one hand-off benchmark.
+type handOffs struct {
+	want     int
+	released atomic.Int64 // UnixNano just before the last Release
+
+	mu   sync.Mutex
+	took []time.Duration
+	next chan struct{} // closed at the next grant
+}
+
+// run takes the lock again and again, recording each hand-off, until the
+// benchmark has enough of them.
+func (h *handOffs) run(ctx context.Context, done context.CancelFunc, be *Backend, holder string) {
+	o := opts(holder, time.Minute)
+	o.Wait = true
+	for {
+		l, err := be.Acquire(ctx, "k", o)
+		if err != nil {
+			return
+		}
+		h.mu.Lock()
+		if at := h.released.Load(); at != 0 {
+			h.took = append(h.took, time.Since(time.Unix(0, at)))
+		}
+		enough := len(h.took) >= h.want
+		granted := h.next
+		h.next = make(chan struct{})
+		close(granted)
+		next := h.next
+		h.mu.Unlock()
+		if enough {
+			done()
+		}
+		h.released.Store(time.Now().UnixNano())
+		_ = l.Release(context.Background())
+		// Queue again only once the lock has moved on, so the releaser
+		// never takes its own lock back.
+		select {
+		case <-next:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// serverRoundTrips counts the requests of ours the server has served:
+// scripts and subscriptions.
+func serverRoundTrips(b testing.TB, c *goredis.Client) int {
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(info, "\n") {
+		for _, cmd := range []string{"evalsha", "eval", "subscribe"} {
+			if rest, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":calls="); ok {
+				calls, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+				n += calls
+			}
+		}
+	}
+	return n
+}
+
+// BenchmarkHandOffBinary measures, through the real binary, the time from
+// the holder's command exiting to the next waiter's command starting, with
+// a few lockruns queued in --wait. Both ends are `date` runs, so each
+// hand-off also includes about a fork and exec.
+func BenchmarkHandOffBinary(b *testing.B) {
+	const queued = 4
+	srv := redistest.Start(b)
+	bin := lockruntest.Binary(b)
+	child := "date +%s%N; sleep 0.05; exec date +%s%N" // hold long enough for the next lockrun to queue
+	var runs [][2]int64
+	var mu sync.Mutex
+	slots := make(chan struct{}, queued)
+	var wg sync.WaitGroup
+	for range b.N + 1 {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			out, err := exec.Command(bin, "run", "-b", srv.URL(), "--wait", "k", "--", "sh", "-c", child).Output()
+			var start, end int64
+			if _, serr := fmt.Sscan(string(out), &start, &end); err != nil || serr != nil {
+				b.Errorf("lockrun: %v, output %q", err, out)
+				return
+			}
+			mu.Lock()
+			runs = append(runs, [2]int64{start, end})
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	slices.SortFunc(runs, func(x, y [2]int64) int { return int(x[0] - y[0]) })
+	var took []time.Duration
+	for i := 1; i < len(runs); i++ {
+		took = append(took, time.Duration(runs[i][0]-runs[i-1][1]))
+	}
+	if len(took) == 0 {
+		return
+	}
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(took[len(took)*99/100].Microseconds()), "p99-µs")
+	b.ReportMetric(float64(took[0].Microseconds()), "min-µs")
+}

@@ -1,0 +1,123 @@
+package redis
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockrun/lockrun/backend/backendtest/netproxy"
+	"github.com/lockrun/lockrun/backend/redis/redistest"
+	"github.com/lockrun/lockrun/cmd/lockrun/lockruntest"
+)
+
+// These tests run the real lockrun binary against a private redis-server.
+
+func binaryEnv(url string) []string { return append(os.Environ(), "LOCKRUN_BACKEND="+url) }
+
+func TestBinaryServerDownExits69WithOneLine(t *testing.T) {
+	url := fmt.Sprintf("redis://app:hunter2@127.0.0.1:%d/0", redistest.FreePort(t))
+	lockruntest.Binary(t) // built before the clock starts
+	begin := time.Now()
+	r := lockruntest.Run(t, binaryEnv(url), "run", "k", "--", "true")
+	took := time.Since(begin)
+	if r.Code != 69 || strings.Count(r.Stderr, "\n") != 1 || strings.Contains(r.Stderr, "hunter2") || took > 2*time.Second {
+		t.Errorf("server down: exit %d after %v, stderr %q; want 69 within 2s and one line without the password", r.Code, took, r.Stderr)
+	}
+}
+
+// When the server stops answering while the command runs, the command is
+// dead before the server could expire the lease and grant the lock to
+// someone else; lockrun exits 76 and the next holder's token is higher.
+func TestBinaryKillsTheCommandBeforeTheLeaseCanExpire(t *testing.T) {
+	faults := []struct {
+		name        string
+		apply, heal func(*redistest.Server, *netproxy.Proxy)
+	}{
+		{"server frozen", func(s *redistest.Server, _ *netproxy.Proxy) { s.Freeze() }, func(s *redistest.Server, _ *netproxy.Proxy) { s.Thaw() }},
+		{"requests held", func(_ *redistest.Server, p *netproxy.Proxy) { p.Hold(netproxy.Up) }, func(_ *redistest.Server, p *netproxy.Proxy) { p.Heal() }},
+		{"replies held", func(_ *redistest.Server, p *netproxy.Proxy) { p.Hold(netproxy.Down) }, func(_ *redistest.Server, p *netproxy.Proxy) { p.Heal() }},
+	}
+	for _, f := range faults {
+		t.Run(f.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			proxy := netproxy.Start(t, srv.Addr())
+			env := binaryEnv("redis://" + proxy.Addr() + "/0")
+			out := filepath.Join(t.TempDir(), "child")
+			cmd := lockruntest.Start(t, env, "run", "--ttl", "2s", "k", "--", "sh", "-c", "echo $LOCKRUN_FENCING_TOKEN $$ > "+out+"; exec sleep 60")
+			var token uint64
+			var pid int
+			fmt.Sscan(lockruntest.WaitLine(t, out), &token, &pid)
+
+			expiry := expiryAfterARenewal(t, srv, "k")
+			f.apply(srv, proxy)
+			for lockruntest.Alive(pid) && time.Now().Before(expiry.Add(5*time.Second)) {
+				time.Sleep(time.Millisecond)
+			}
+			margin := time.Until(expiry)
+			f.heal(srv, proxy)
+			if margin <= 0 {
+				t.Errorf("the command died %v after the server could have expired its lease", -margin)
+			}
+			t.Logf("the command died %v before the lease could expire (ttl 2s)", margin.Round(time.Millisecond))
+			if code := lockruntest.ExitCode(t, cmd); code != 76 {
+				t.Errorf("lockrun exit %d, want 76", code)
+			}
+			r := lockruntest.Run(t, env, "run", "k", "--", "sh", "-c", "echo $LOCKRUN_FENCING_TOKEN")
+			if next, _ := strconv.ParseUint(strings.TrimSpace(r.Stdout), 10, 64); r.Code != 0 || next <= token {
+				t.Errorf("next holder: exit %d, token %q after %d (%s)", r.Code, r.Stdout, token, r.Stderr)
+			}
+		})
+	}
+}
+
+// expiryAfterARenewal waits until the holder has just renewed key and
+// returns the earliest time the server could expire it, with the next
+// renewal far enough off that a fault applied now precedes it.
+func expiryAfterARenewal(t *testing.T, srv *redistest.Server, key string) time.Time {
+	t.Helper()
+	c := direct(t, srv)
+	lock := (&Backend{prefix: DefaultPrefix}).names(key).lock
+	last := time.Duration(1<<63 - 1)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		before := time.Now() // the server reads its clock after this
+		pttl, err := c.PTTL(t.Context(), lock).Result()
+		if err != nil || pttl < 0 {
+			t.Fatalf("PTTL of the held lock: %v, %v", pttl, err)
+		}
+		if pttl > last {
+			return before.Add(pttl)
+		}
+		last = pttl
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("the holder did not renew within 10s")
+	return time.Time{}
+}
+
+// status and release work on Redis: the revoked holder stops its command
+// and exits 76 within its TTL, and a --wait run queued behind it goes next.
+func TestBinaryStatusReleaseAndWait(t *testing.T) {
+	srv := redistest.Start(t)
+	env := binaryEnv(srv.URL())
+	ready := filepath.Join(t.TempDir(), "ready")
+	holder := lockruntest.Start(t, env, "run", "--ttl", "2s", "--holder", "worker-7", "k", "--", "sh", "-c", "echo > "+ready+"; exec sleep 60")
+	lockruntest.WaitLine(t, ready)
+	if r := lockruntest.Run(t, env, "status", "k"); r.Code != 0 || !strings.Contains(r.Stdout, "held by worker-7") {
+		t.Errorf("status: exit %d, %q %q", r.Code, r.Stdout, r.Stderr)
+	}
+	waiter := lockruntest.Start(t, env, "run", "--wait", "k", "--", "true")
+	begin := time.Now()
+	if r := lockruntest.Run(t, env, "release", "k"); r.Code != 0 {
+		t.Fatalf("release: exit %d, %s", r.Code, r.Stderr)
+	}
+	if code := lockruntest.ExitCode(t, holder); code != 76 || time.Since(begin) > 2*time.Second {
+		t.Errorf("revoked holder: exit %d after %v; want 76 within its 2s ttl", code, time.Since(begin))
+	}
+	if code := lockruntest.ExitCode(t, waiter); code != 0 {
+		t.Errorf("waiter: exit %d", code)
+	}
+}

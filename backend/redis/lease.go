@@ -1,0 +1,60 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/lockrun/lockrun/backend"
+)
+
+// lease is one grant of a lock, known by the exact value it wrote: the
+// scripts change the lock only while it still holds that value.
+type lease struct {
+	b     *Backend
+	key   string
+	names names
+	value string
+	token backend.Token
+	ttl   time.Duration
+	start time.Time
+}
+
+// Token is the fencing token of this grant.
+func (l *lease) Token() backend.Token { return l.token }
+
+// TTL is the lease length asked for, rounded up to whole milliseconds.
+func (l *lease) TTL() time.Duration { return l.ttl }
+
+// Start is the local time just before the acquiring request was sent.
+func (l *lease) Start() time.Time { return l.start }
+
+// Renew sets the lock's expiry to TTL from now if the lock still holds this
+// lease's value, and returns an error wrapping backend.ErrLost if not.
+func (l *lease) Renew(ctx context.Context) error {
+	n, err := l.b.scripts.renew.Run(ctx, l.b.client, []string{l.names.lock}, l.value, millis(l.ttl)).Int()
+	if err != nil {
+		return l.b.unavailable("renew", l.key, err)
+	}
+	if n != 1 {
+		return l.lost()
+	}
+	return nil
+}
+
+// Release deletes the lock if it still holds this lease's value and wakes
+// the next waiter; it returns an error wrapping backend.ErrLost if not.
+func (l *lease) Release(ctx context.Context) error {
+	n, err := l.b.scripts.release.Run(ctx, l.b.client, []string{l.names.lock, l.names.queue}, l.value, l.names.wake).Int()
+	if err != nil {
+		return l.b.unavailable("release", l.key, err)
+	}
+	if n != 1 {
+		return l.lost()
+	}
+	return nil
+}
+
+func (l *lease) lost() error {
+	return fmt.Errorf("%w: lock %q on redis %s expired or was taken over (token %s)", backend.ErrLost, l.key, l.b.url, l.token)
+}

@@ -1,0 +1,33 @@
+-- Helpers shared by the scripts below; scripts.go puts this file in front
+-- of each script that needs it (Redis has no script includes).
+
+-- now_us is the server's clock in microseconds.
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- int formats a whole number exactly: Redis turns Lua numbers given to
+-- commands into text with %.17g, and tokens are near 2^51.
+local function int(n)
+  return string.format('%d', n)
+end
+
+-- wake_next tells the first waiter that still listens that the lock is
+-- free, so that a release costs one message, not one per waiter. Each
+-- entry is popped before its message: a waiter that is gone (PUBLISH
+-- reaches nobody) is dropped on the way, and a waiter that was told but
+-- lost the race puts itself back at its old place when it tries again.
+-- The loop is bounded to keep the script short; leftovers expire with the
+-- queue.
+local function wake_next(queue, channel_prefix)
+  for _ = 1, 32 do
+    local head = redis.call('ZPOPMIN', queue)[1]
+    if not head then
+      return
+    end
+    if redis.call('PUBLISH', channel_prefix .. head, 'free') > 0 then
+      return
+    end
+  end
+end

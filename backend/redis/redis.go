@@ -1,0 +1,137 @@
+// Package redis is lockrun's Redis backend. A lock is a string key set with
+// PX ttl whose value names the token, the run and the holder; every change
+// to it is a Lua script that checks that value first, so acquire, renew and
+// release are owner-checked and atomic on the server, one round trip each.
+//
+// Keys live under a prefix (default "lockrun:") with one hash tag per lock,
+// so that the lock, its token counter and its waiters' queue share one
+// Redis Cluster slot: lockrun:{KEY}:lock, lockrun:{KEY}:token,
+// lockrun:{KEY}:queue, and the channels lockrun:{KEY}:wake:WAITER.
+//
+// Fencing tokens: a grant takes the last token plus one, and never less
+// than the server's TIME in microseconds. The counter alone would restart
+// at 1 after FLUSHALL, a restart without persistence or a failover to a
+// replica that missed writes; the clock keeps the token above everything
+// handed out before, provided the server's clock (every replica's) never
+// steps back by more than the time between the last grant before the loss
+// and the first after it.
+//
+// Waiting: a waiter subscribes to its own channel, then tries; when the
+// lock is held the same script puts it in a queue ordered by arrival. A
+// release pops the queue until a PUBLISH reaches a live waiter, so each
+// hand-off wakes one waiter, not all of them. Waiters also wake when the
+// holder's lease can have expired (its PTTL), which covers a holder that
+// died without releasing and a waiter that was told but never came.
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/lockrun/lockrun/backend"
+)
+
+// DefaultPrefix starts the name of every key this backend writes.
+const DefaultPrefix = "lockrun:"
+
+// Backend keeps locks in one Redis server (or the primary of a replicated
+// one). It is safe for concurrent use.
+type Backend struct {
+	client  *goredis.Client
+	opt     *goredis.Options
+	url     string // redacted, for messages
+	prefix  string
+	scripts scripts
+}
+
+// Probing a server at open: attempts, and the pause before the second
+// (doubled before the third). One attempt may take the dial timeout plus
+// the read timeout.
+const (
+	probeAttempts = 3
+	probePause    = 200 * time.Millisecond
+)
+
+// probe makes the first connection (and PING) before any lock is asked
+// for, retrying a few times over about half a second so that a server
+// restarting at that moment does not fail a cron job; an error the server
+// answers with (credentials, ACL) is final at once. A server that stays
+// down fails here, as one error, instead of at every call of the runner.
+// The error does not repeat the URL: OpenURL's caller names it.
+func (b *Backend) probe(ctx context.Context) error {
+	pause := probePause
+	for attempt := 1; ; attempt++ {
+		pctx, cancel := context.WithTimeout(ctx, b.opt.DialTimeout+b.opt.ReadTimeout)
+		err := b.client.Ping(pctx).Err()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		var refused goredis.Error // the server answered: wrong password, ACL...
+		if attempt == probeAttempts || errors.As(err, &refused) {
+			return fmt.Errorf("%w: connecting to redis: %w", backend.ErrUnavailable, err)
+		}
+		select {
+		case <-time.After(pause):
+			pause *= 2
+		case <-ctx.Done():
+			return fmt.Errorf("%w: connecting to redis: %w", backend.ErrUnavailable, context.Cause(ctx))
+		}
+	}
+}
+
+// Close closes the backend's connections.
+func (b *Backend) Close() error { return b.client.Close() }
+
+var (
+	_ backend.Backend = (*Backend)(nil)
+	_ backend.Lease   = (*lease)(nil)
+)
+
+// names are the Redis names of one lock's parts: all carry the same hash
+// tag, hence the same cluster slot.
+type names struct {
+	lock, counter, queue string
+	wake                 string // prefix of the waiters' channels
+}
+
+func (b *Backend) names(key string) names {
+	base := b.prefix + "{" + key + "}:"
+	return names{lock: base + "lock", counter: base + "token", queue: base + "queue", wake: base + "wake:"}
+}
+
+// errMalformed means a reply or a stored value is not what lockrun writes:
+// someone else uses the same keys.
+var errMalformed = errors.New("unexpected data")
+
+// unavailable wraps an error from the server or the network: transient.
+func (b *Backend) unavailable(op, key string, err error) error {
+	return fmt.Errorf("%w: redis %s: %s %q: %w", backend.ErrUnavailable, b.url, op, key, err)
+}
+
+// parseValue reads a lock value, which acquire.lua writes as
+// "TOKEN RUN HOLDER": the token makes it unique per grant, and the holder
+// comes last since it may contain spaces.
+func parseValue(key, v string, pttl time.Duration) (backend.Status, error) {
+	parts := strings.SplitN(v, " ", 3)
+	if len(parts) != 3 {
+		return backend.Status{}, fmt.Errorf("%w: lock value %q", errMalformed, v)
+	}
+	tok, err := strconv.ParseUint(parts[0], 10, 64)
+	if err != nil {
+		return backend.Status{}, fmt.Errorf("%w: lock value %q", errMalformed, v)
+	}
+	return backend.Status{Key: key, Held: true, Token: backend.Token(tok), RunID: parts[1], Holder: parts[2], TTL: max(pttl, 0)}, nil
+}
+
+// millis is d in whole milliseconds, rounded up: Redis counts in ms, and
+// the granted TTL must not be shorter than the one asked for.
+func millis(d time.Duration) int64 {
+	return max(int64((d+time.Millisecond-1)/time.Millisecond), 1)
+}

@@ -1,0 +1,200 @@
+package redis
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/lockrun/lockrun/backend"
+)
+
+// Defaults for the URL's query parameters. The dial timeout is short so
+// that a server that is down or unreachable fails a run within about a
+// second (the runner tries three times, then exits 69); the read timeout
+// bounds calls made without a deadline of their own.
+const (
+	DefaultDialTimeout = time.Second
+	DefaultReadTimeout = 2 * time.Second
+)
+
+// params are the query parameters OpenURL accepts, for its error messages.
+const params = "prefix, dial_timeout, read_timeout, ca_file, cert_file, key_file"
+
+// OpenURL opens redis://[user:password@]host[:port][/db][?param=value&...]
+// or rediss://... for TLS. Parameters: prefix (of every key; default
+// "lockrun:"), dial_timeout (default 1s), read_timeout (default 2s; also
+// the write timeout), and for rediss ca_file (PEM certificates to trust
+// instead of the system's), cert_file and key_file (a client certificate).
+// The server's certificate is always verified. Bad URLs wrap
+// backend.ErrInvalidURL. OpenURL connects (see probe): a server that cannot
+// be reached or refuses the credentials fails here, wrapping
+// backend.ErrUnavailable.
+func OpenURL(ctx context.Context, u *url.URL) (*Backend, error) {
+	opt, prefix, err := parseURL(u)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", backend.ErrInvalidURL, err)
+	}
+	// go-redis reports through its errors and also logs to stderr through a
+	// process-wide logger; lockrun's stderr belongs to the child and to
+	// lockrun's own one-line messages.
+	logging.Disable()
+	b := &Backend{
+		client:  goredis.NewClient(opt),
+		opt:     opt,
+		url:     backend.Redact(u.String()),
+		prefix:  prefix,
+		scripts: newScripts(),
+	}
+	if err := b.probe(ctx); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// parseURL turns the URL into client options and the key prefix.
+func parseURL(u *url.URL) (*goredis.Options, string, error) {
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		return nil, "", fmt.Errorf("scheme %q is not redis or rediss", u.Scheme)
+	}
+	if u.Opaque != "" {
+		return nil, "", fmt.Errorf("use redis://host:port/db, not %s:%s", u.Scheme, u.Opaque)
+	}
+	q := u.Query()
+	for name := range q {
+		if !slices.Contains(strings.Split(params, ", "), name) {
+			return nil, "", fmt.Errorf("unknown parameter %q: use %s", name, params)
+		}
+	}
+	opt := &goredis.Options{
+		Addr: hostPort(u),
+		// Every call is bounded by its context's deadline, and nothing is
+		// retried behind the caller's back: a renewal must return by the
+		// heartbeat's deadline, and a lost reply to a successful acquire is
+		// recognized by acquire.lua when the runner tries again.
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1,
+		DialerRetries:         1,
+		// No CLIENT SETINFO and no maintenance-notification handshake: fewer
+		// round trips before the first lock request.
+		DisableIdentity:          true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	}
+	if u.User != nil {
+		opt.Username = u.User.Username()
+		opt.Password, _ = u.User.Password()
+	}
+	var err error
+	if opt.DB, err = database(u.Path); err != nil {
+		return nil, "", err
+	}
+	if opt.DialTimeout, err = duration(q, "dial_timeout", DefaultDialTimeout); err != nil {
+		return nil, "", err
+	}
+	if opt.ReadTimeout, err = duration(q, "read_timeout", DefaultReadTimeout); err != nil {
+		return nil, "", err
+	}
+	opt.WriteTimeout = opt.ReadTimeout
+	if opt.TLSConfig, err = tlsConfig(u, q); err != nil {
+		return nil, "", err
+	}
+	prefix, err := keyPrefix(q)
+	return opt, prefix, err
+}
+
+func hostPort(u *url.URL) string {
+	host, port := u.Hostname(), u.Port()
+	if host == "" {
+		host = "localhost"
+	}
+	if port == "" {
+		port = "6379"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// database reads the database number from the URL's path: "", "/" or "/N".
+func database(path string) (int, error) {
+	s := strings.TrimPrefix(path, "/")
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("path %q is not a database number: use redis://host:port/0", path)
+	}
+	return n, nil
+}
+
+func duration(q url.Values, name string, def time.Duration) (time.Duration, error) {
+	s := q.Get(name)
+	if s == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s=%s: use a positive duration such as %s=%v", name, s, name, def)
+	}
+	return d, nil
+}
+
+// keyPrefix refuses braces: they would move the hash tag, and with it the
+// cluster slot, away from the key.
+func keyPrefix(q url.Values) (string, error) {
+	if !q.Has("prefix") {
+		return DefaultPrefix, nil
+	}
+	p := q.Get("prefix")
+	if strings.ContainsAny(p, "{} \t\r\n") || len(p) > 100 {
+		return "", fmt.Errorf("prefix=%q: use at most 100 characters without braces or blanks, e.g. prefix=myapp:locks:", p)
+	}
+	return p, nil
+}
+
+// tlsConfig is nil for redis://, and for rediss:// a configuration that
+// verifies the server against the system's roots or ca_file. There is no
+// way to skip verification: that would silently give up the lock's
+// integrity to anyone on the path.
+func tlsConfig(u *url.URL, q url.Values) (*tls.Config, error) {
+	ca, cert, key := q.Get("ca_file"), q.Get("cert_file"), q.Get("key_file")
+	if u.Scheme == "redis" {
+		if ca != "" || cert != "" || key != "" {
+			return nil, fmt.Errorf("ca_file, cert_file and key_file need TLS: use rediss://")
+		}
+		return nil, nil
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: u.Hostname()}
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, fmt.Errorf("ca_file: %w", err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("ca_file %s holds no PEM certificate", ca)
+		}
+	}
+	if (cert == "") != (key == "") {
+		return nil, fmt.Errorf("give cert_file and key_file together")
+	}
+	if cert != "" {
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return nil, fmt.Errorf("cert_file/key_file: %w", err)
+		}
+		c.Certificates = []tls.Certificate{pair}
+	}
+	return c, nil
+}

@@ -1,0 +1,73 @@
+package redis
+
+import (
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/backend/redis/redistest"
+)
+
+func TestParseURL(t *testing.T) {
+	good := []struct {
+		raw, addr, user, pass, prefix string
+		db                            int
+		dial, read                    time.Duration
+		tls                           bool
+	}{
+		{"redis://", "localhost:6379", "", "", DefaultPrefix, 0, DefaultDialTimeout, DefaultReadTimeout, false},
+		{"redis://cache:7000/3", "cache:7000", "", "", DefaultPrefix, 3, DefaultDialTimeout, DefaultReadTimeout, false},
+		{"redis://:pw@[::1]/", "[::1]:6379", "", "pw", DefaultPrefix, 0, DefaultDialTimeout, DefaultReadTimeout, false},
+		{"rediss://app:s%40cret@h:6380/1?prefix=jobs:&dial_timeout=250ms&read_timeout=5s", "h:6380", "app", "s@cret", "jobs:", 1, 250 * time.Millisecond, 5 * time.Second, true},
+		{"redis://h?prefix=", "h:6379", "", "", "", 0, DefaultDialTimeout, DefaultReadTimeout, false},
+	}
+	for _, c := range good {
+		u, _ := url.Parse(c.raw)
+		opt, prefix, err := parseURL(u)
+		if err != nil {
+			t.Errorf("parseURL(%q): %v", c.raw, err)
+			continue
+		}
+		if opt.Addr != c.addr || opt.Username != c.user || opt.Password != c.pass || opt.DB != c.db || prefix != c.prefix ||
+			opt.DialTimeout != c.dial || opt.ReadTimeout != c.read || (opt.TLSConfig != nil) != c.tls {
+			t.Errorf("parseURL(%q) = addr %s user %q pass %q db %d prefix %q dial %v read %v tls %v",
+				c.raw, opt.Addr, opt.Username, opt.Password, opt.DB, prefix, opt.DialTimeout, opt.ReadTimeout, opt.TLSConfig != nil)
+		}
+	}
+	bad := map[string]string{
+		"redis://h/x":                        "database number",
+		"redis://h/0?db=1":                   "unknown parameter",
+		"redis://h?dial_timeout=5":           "positive duration",
+		"redis://h?prefix=a{b}":              "braces",
+		"redis://h?ca_file=/etc/ssl/ca.pem":  "rediss://",
+		"rediss://h?cert_file=/c.pem":        "together",
+		"rediss://h?ca_file=/no/such/ca.pem": "ca_file",
+		"redis:opaque":                       "redis://host:port/db",
+	}
+	for raw, want := range bad {
+		u, _ := url.Parse(raw)
+		if _, err := OpenURL(t.Context(), u); !errors.Is(err, backend.ErrInvalidURL) || !strings.Contains(err.Error(), want) {
+			t.Errorf("OpenURL(%q) = %v; want ErrInvalidURL saying %q", raw, err, want)
+		}
+	}
+}
+
+// ACL users log in with user:password; a wrong password is unavailable,
+// and never printed.
+func TestACLUser(t *testing.T) {
+	srv := redistest.Start(t, "--user", "alice", "on", ">s3cret", "~*", "&*", "+@all", "--user", "default", "off")
+	b := open(t, "redis://alice:s3cret@"+srv.Addr()+"/0")
+	l, err := b.Acquire(t.Context(), "k", opts("h", time.Minute))
+	if err != nil {
+		t.Fatalf("Acquire as alice: %v", err)
+	}
+	l.Release(t.Context())
+	for _, raw := range []string{"redis://alice:wrong-pw@" + srv.Addr(), "redis://" + srv.Addr()} {
+		if _, err := tryOpen(raw); !errors.Is(err, backend.ErrUnavailable) || strings.Contains(err.Error(), "wrong-pw") {
+			t.Errorf("OpenURL(%s) = %v; want ErrUnavailable, without the password", backend.Redact(raw), err)
+		}
+	}
+}
