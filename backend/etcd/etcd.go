@@ -140,13 +140,18 @@ func (b *Backend) lost(key, why string) error {
 	return fmt.Errorf("%w: %s: lock %q: %s", backend.ErrLost, b.addr, key, why)
 }
 
-// cleanErr shortens a gRPC error to its description, keeping the error
-// chain for errors.Is on context errors.
+// cleanErr shortens a gRPC error to its description, and a dial failure
+// to the dialer's own words, keeping the error chain of context errors.
 func cleanErr(err error) error {
-	if st, ok := status.FromError(err); ok && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-		return errors.New(st.Message())
+	st, ok := status.FromError(err)
+	if !ok || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return err
 	}
-	return err
+	msg := st.Message()
+	if _, dial, found := strings.Cut(msg, "Error while dialing: "); found {
+		msg = strings.TrimSuffix(dial, `"`)
+	}
+	return errors.New(msg)
 }
 
 // isLeaseGone tells whether err is the server saying a lease is unknown.

@@ -123,9 +123,9 @@ func (b *Backend) waitPredecessors(ctx context.Context, e *entry) error {
 	}
 }
 
-// predecessor returns the newest entry older than e's and the revision it
-// was read at, or "" when e is the oldest; it fails with errEvicted when
-// e's own entry is gone.
+// predecessor returns the newest entry older than e's and its create
+// revision, or "" when e is the oldest; it fails with errEvicted when e's
+// own entry is gone.
 func (b *Backend) predecessor(ctx context.Context, e *entry) (string, int64, error) {
 	rctx, cancel := b.bounded(ctx)
 	defer cancel()
@@ -144,18 +144,28 @@ func (b *Backend) predecessor(ctx context.Context, e *entry) (string, int64, err
 	if len(kvs) == 0 {
 		return "", 0, nil
 	}
-	return string(kvs[0].Key), resp.Header.Revision, nil
+	return string(kvs[0].Key), kvs[0].CreateRevision, nil
 }
 
-// waitDeleted returns when name is deleted after revision rev, which a
-// release, a revoke and a lease expiry all do. It also returns, for the
-// caller to read the queue again, when the watch breaks (no leader, a
-// compacted revision).
+// waitDeleted returns when the entry name created at rev is gone, which a
+// release, a revoke and a lease expiry all do. The watch starts at the
+// current revision rather than at the one the queue was read at: etcd
+// replays a watch that starts in the past from a loop that runs every
+// 100ms, which would delay a release that came just before the watch by
+// up to that long. Once the watch is live, one read tells whether the
+// entry went in between. It also returns, for the caller to read the
+// queue again, when the watch breaks (no leader, a closed client).
 func (b *Backend) waitDeleted(ctx context.Context, key, name string, rev int64) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	for wr := range b.cli.Watch(wctx, name, clientv3.WithRev(rev+1), clientv3.WithFilterPut()) {
-		if wr.Err() != nil {
+	for wr := range b.cli.Watch(wctx, name, clientv3.WithFilterPut(), clientv3.WithCreatedNotify()) {
+		switch {
+		case wr.Err() != nil:
+			return nil
+		case wr.Created:
+			if b.exists(ctx, name, rev) {
+				continue
+			}
 			return nil
 		}
 		for _, ev := range wr.Events {
@@ -168,4 +178,13 @@ func (b *Backend) waitDeleted(ctx context.Context, key, name string, rev int64) 
 		return b.failed(ctx, "waiting", key, ctx.Err())
 	}
 	return nil
+}
+
+// exists tells whether the entry name created at rev is still there; a
+// failed read says no, so that the caller reads the queue again.
+func (b *Backend) exists(ctx context.Context, name string, rev int64) bool {
+	rctx, cancel := b.bounded(ctx)
+	defer cancel()
+	resp, err := b.cli.Get(rctx, name)
+	return err == nil && len(resp.Kvs) == 1 && resp.Kvs[0].CreateRevision == rev
 }

@@ -82,14 +82,13 @@ func ParseURL(u *url.URL, getenv func(string) string) (Config, error) {
 	if c.RequestTimeout, err = duration(q, "request_timeout", c.RequestTimeout); err != nil {
 		return c, err
 	}
-	files := [3]string{param(q, "cacert", getenv(EnvCACert)), param(q, "cert", getenv(EnvCert)), param(q, "key", getenv(EnvKey))}
 	if u.Scheme == "etcd" {
 		if q.Has("cacert") || q.Has("cert") || q.Has("key") {
 			return c, invalid("cacert, cert and key need TLS: use etcds://")
 		}
 		return c, nil
 	}
-	c.TLS, err = tlsConfig(files[0], files[1], files[2])
+	c.TLS, err = tlsConfig(param(q, "cacert", getenv(EnvCACert)), param(q, "cert", getenv(EnvCert)), param(q, "key", getenv(EnvKey)))
 	return c, err
 }
 

@@ -24,6 +24,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 )
 
 // Binary is the etcd server that tests run.
@@ -152,7 +154,10 @@ func (s *Server) launch() {
 
 // ready polls a read until it succeeds, the process exits or time is up.
 func (s *Server) ready(exited <-chan error) error {
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{s.Addr()}, Logger: zap.NewNop()})
+	// gRPC would wait a second before redialing the port that refused
+	// its first try while etcd started; poll faster.
+	fast := grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 10 * time.Millisecond, Multiplier: 1.2, MaxDelay: 50 * time.Millisecond}})
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{s.Addr()}, Logger: zap.NewNop(), DialOptions: []grpc.DialOption{fast}})
 	if err != nil {
 		return err
 	}
