@@ -131,3 +131,54 @@ func TestExcludesEtcdctlLock(t *testing.T) {
 	}
 	l.Release(t.Context())
 }
+
+func TestOpenSkipsADeadEndpoint(t *testing.T) {
+	srv := etcdtest.Start(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	b, key := openTest(t, "etcd://"+dead+","+srv.Addr()), backendtest.Key(t)
+	for range 4 { // round robin would send some of these to the dead one
+		l, err := b.Acquire(t.Context(), key, opts("a", false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Renew(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		l.Release(t.Context())
+	}
+}
+
+func TestAuth(t *testing.T) {
+	srv := etcdtest.Start(t)
+	c := srv.Client(t)
+	for _, step := range []func() error{
+		func() error { _, err := c.RoleAdd(t.Context(), "root"); return err },
+		func() error { _, err := c.UserAdd(t.Context(), "root", "s3cret"); return err },
+		func() error { _, err := c.UserGrantRole(t.Context(), "root", "root"); return err },
+		func() error { _, err := c.AuthEnable(t.Context()); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, key := openTest(t, "etcd://root:s3cret@"+srv.Addr()), backendtest.Key(t)
+	l, err := b.Acquire(t.Context(), key, opts("a", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Renew(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	l.Release(t.Context())
+
+	u, _ := url.Parse("etcd://root:wrong-pw@" + srv.Addr())
+	_, err = OpenURL(t.Context(), u)
+	if !errors.Is(err, backend.ErrUnavailable) || !strings.Contains(err.Error(), "authentication failed") || strings.Contains(err.Error(), "wrong-pw") {
+		t.Errorf("OpenURL with a wrong password = %v; want ErrUnavailable saying authentication failed, without the password", err)
+	}
+}

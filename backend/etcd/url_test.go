@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"math/big"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -17,6 +18,8 @@ import (
 	"time"
 
 	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/backend/backendtest"
+	"github.com/lockrun/lockrun/backend/etcd/etcdtest"
 )
 
 func parse(t *testing.T, raw string, env map[string]string) (Config, error) {
@@ -82,8 +85,28 @@ func TestParseURLLoadsTLSFiles(t *testing.T) {
 	}
 }
 
-// writeCert writes a self-signed certificate, usable as CA and as client
-// certificate, and its key, as PEM files.
+func TestTLSServer(t *testing.T) {
+	ca, cert, key := writeCert(t)
+	srv := etcdtest.StartTLS(t, etcdtest.Certs{CA: ca, Cert: cert, Key: key})
+	b, k := openTest(t, srv.URL()), backendtest.Key(t)
+	l, err := b.Acquire(t.Context(), k, opts("a", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Renew(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse("etcds://" + srv.Addr())
+	if _, err := OpenURL(t.Context(), u); !errors.Is(err, backend.ErrUnavailable) {
+		t.Errorf("etcds:// without the CA or a client certificate = %v, want ErrUnavailable", err)
+	}
+}
+
+// writeCert writes a self-signed certificate for 127.0.0.1, usable as CA,
+// server and client certificate, and its key, as PEM files.
 func writeCert(t *testing.T) (ca, cert, key string) {
 	t.Helper()
 	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -94,6 +117,8 @@ func writeCert(t *testing.T) (ca, cert, key string) {
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "lockrun-test"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -36,22 +38,35 @@ const startTimeout = 15 * time.Second
 
 // Server is one running single-member etcd cluster.
 type Server struct {
-	t       testing.TB
-	dir     string
-	client  int // client port
-	peer    int // peer port
+	t      testing.TB
+	dir    string
+	client int    // client port
+	peer   int    // peer port
+	certs  *Certs // nil for plain connections
+
 	mu      sync.Mutex
 	cmd     *exec.Cmd
 	waitErr chan error
 }
 
+// Certs names PEM files for a TLS server: its certificate and key, which
+// clients present too, and the CA that signed it (the certificate itself
+// when self-signed). The certificate must be valid for 127.0.0.1.
+type Certs struct{ CA, Cert, Key string }
+
 // Start starts a server and waits until it serves requests.
-func Start(t testing.TB) *Server {
+func Start(t testing.TB) *Server { return start(t, nil) }
+
+// StartTLS starts a server that speaks TLS only and requires clients to
+// present a certificate signed by c.CA.
+func StartTLS(t testing.TB, c Certs) *Server { return start(t, &c) }
+
+func start(t testing.TB, c *Certs) *Server {
 	t.Helper()
 	if _, err := os.Stat(Binary); err != nil {
 		t.Fatalf("etcd server not installed (%v): run .ci/services.sh (apt-get install etcd-server)", err)
 	}
-	s := &Server{t: t, dir: t.TempDir(), client: freePort(t), peer: freePort(t)}
+	s := &Server{t: t, dir: t.TempDir(), client: freePort(t), peer: freePort(t), certs: c}
 	t.Cleanup(s.Stop)
 	s.launch()
 	return s
@@ -60,8 +75,15 @@ func Start(t testing.TB) *Server {
 // Addr is the client address, host:port.
 func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.client) }
 
-// URL is the lockrun backend URL of the server.
-func (s *Server) URL() string { return "etcd://" + s.Addr() }
+// URL is the lockrun backend URL of the server, with the TLS files as
+// query parameters for a TLS server.
+func (s *Server) URL() string {
+	if s.certs == nil {
+		return "etcd://" + s.Addr()
+	}
+	q := url.Values{"cacert": {s.certs.CA}, "cert": {s.certs.Cert}, "key": {s.certs.Key}}
+	return "etcds://" + s.Addr() + "?" + q.Encode()
+}
 
 // PID is the server's process id.
 func (s *Server) PID() int {
@@ -103,12 +125,30 @@ func (s *Server) Restart() {
 // Client returns a client of the server, closed when the test ends.
 func (s *Server) Client(t testing.TB) *clientv3.Client {
 	t.Helper()
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{s.Addr()}, DialTimeout: time.Second, Logger: zap.NewNop()})
+	c, err := s.newClient()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// newClient connects to the server. gRPC would wait a second before
+// redialing a port that refused it while etcd started: redial faster.
+func (s *Server) newClient() (*clientv3.Client, error) {
+	cfg := clientv3.Config{Endpoints: []string{s.Addr()}, DialTimeout: time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff: backoff.Config{BaseDelay: 10 * time.Millisecond, Multiplier: 1.2, MaxDelay: 50 * time.Millisecond},
+		})}}
+	if s.certs != nil {
+		info := transport.TLSInfo{CertFile: s.certs.Cert, KeyFile: s.certs.Key, TrustedCAFile: s.certs.CA}
+		tc, err := info.ClientConfig()
+		if err != nil {
+			return nil, err
+		}
+		cfg.TLS = tc
+	}
+	return clientv3.New(cfg)
 }
 
 func (s *Server) signal(sig syscall.Signal) {
@@ -130,13 +170,18 @@ func (s *Server) launch() {
 	s.t.Helper()
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(s.peer)
 	clientURL := "http://" + s.Addr()
-	cmd := exec.Command(Binary,
+	var tlsArgs []string
+	if c := s.certs; c != nil {
+		clientURL = "https://" + s.Addr()
+		tlsArgs = []string{"--cert-file", c.Cert, "--key-file", c.Key, "--trusted-ca-file", c.CA, "--client-cert-auth"}
+	}
+	cmd := exec.Command(Binary, append(tlsArgs,
 		"--name", "t", "--data-dir", filepath.Join(s.dir, "data"),
 		"--listen-client-urls", clientURL, "--advertise-client-urls", clientURL,
 		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
 		"--initial-cluster", "t="+peerURL,
 		"--heartbeat-interval", "10", "--election-timeout", "50",
-		"--logger", "zap", "--log-outputs", filepath.Join(s.dir, "etcd.log"))
+		"--logger", "zap", "--log-outputs", filepath.Join(s.dir, "etcd.log"))...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("starting etcd: %v", err)
@@ -154,10 +199,7 @@ func (s *Server) launch() {
 
 // ready polls a read until it succeeds, the process exits or time is up.
 func (s *Server) ready(exited <-chan error) error {
-	// gRPC would wait a second before redialing the port that refused
-	// its first try while etcd started; poll faster.
-	fast := grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 10 * time.Millisecond, Multiplier: 1.2, MaxDelay: 50 * time.Millisecond}})
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{s.Addr()}, Logger: zap.NewNop(), DialOptions: []grpc.DialOption{fast}})
+	c, err := s.newClient()
 	if err != nil {
 		return err
 	}
