@@ -141,3 +141,24 @@ func TestBinaryWaitersLeaveNoEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestEtcdctlLockOutlivesItsLease shows the flaw lockrun fixes: cut off
+// from etcd, `etcdctl lock` keeps its command running after its lease has
+// expired and the lock is free for the next holder.
+func TestEtcdctlLockOutlivesItsLease(t *testing.T) {
+	srv := etcdtest.Start(t)
+	proxy := netproxy.Start(t, srv.Addr())
+	c, key, pidFile := srv.Client(t), backendtest.Key(t), filepath.Join(t.TempDir(), "pid")
+	cmd := exec.Command("etcdctl", "--endpoints", proxy.Addr(), "lock", "--ttl", "1", DefaultPrefix+key, "--", "sh", "-c", "echo $$ > "+pidFile+"; exec sleep 30")
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("etcdctl: %v (run .ci/services.sh)", err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	pid, _ := strconv.Atoi(lockruntest.WaitLine(t, pidFile))
+	proxy.Hold(netproxy.Both)
+	waitQueued(t, c, key, 0) // the lease expired on the server
+	if !lockruntest.Alive(pid) {
+		t.Fatal("etcdctl lock's command died with its lease; this test documents that it does not")
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+}
