@@ -8,7 +8,8 @@
 //	                       lease; the entry with the lowest create
 //	                       revision holds the lock
 //	P K                    written with every queue entry: its mod revision
-//	                       is the highest token issued for K so far
+//	                       is the highest token handed out or reserved
+//	                       for K, so the next holder's token is higher
 //
 // This is the layout of etcd's concurrency.Mutex, so `etcdctl lock P K`
 // and lockrun exclude each other. The token is cluster-wide monotonic: a
@@ -162,5 +163,6 @@ func isLeaseGone(err error) bool {
 // queuePrefix is where the key's queue entries live.
 func (b *Backend) queuePrefix(key string) string { return b.cfg.Prefix + key + "/" }
 
-// counterKey is the key whose mod revision is the last token issued.
+// counterKey is the key whose mod revision is the last token handed out
+// or reserved by a waiter.
 func (b *Backend) counterKey(key string) string { return b.cfg.Prefix + key }
