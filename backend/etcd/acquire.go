@@ -1,0 +1,131 @@
+package etcd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/lockrun/lockrun/backend"
+)
+
+// holderInfo is the value of a queue entry.
+type holderInfo struct {
+	Holder string `json:"holder,omitempty"`
+	RunID  string `json:"run_id,omitempty"`
+}
+
+// entry is one contender's place in a key's queue.
+type entry struct {
+	key   string // the lock key
+	name  string // the etcd key of the entry
+	id    clientv3.LeaseID
+	ttl   time.Duration // as granted
+	start time.Time     // sent time of the grant
+	rev   int64         // the entry's create revision: the token
+}
+
+// Acquire grants a lease of the TTL rounded up to whole seconds (etcd's
+// unit; the server may raise it to its minimum) and queues an entry under
+// it. Without o.Wait the entry is only written when the queue is empty,
+// in the same transaction that checks it; with o.Wait it waits its turn.
+func (b *Backend) Acquire(ctx context.Context, key string, o backend.AcquireOptions) (backend.Lease, error) {
+	if err := backend.ValidateKey(key); err != nil {
+		return nil, err
+	}
+	if o.Wait {
+		return b.acquireWaiting(ctx, key, o)
+	}
+	e, err := b.grant(ctx, key, o.TTL)
+	if err != nil {
+		return nil, err
+	}
+	holder, err := b.enqueue(ctx, &e, o, false)
+	if err == nil && holder != nil {
+		err = &backend.HeldError{Status: b.status(key, holder)}
+	}
+	if err != nil {
+		b.revoke(ctx, e.id)
+		return nil, err
+	}
+	return b.newLease(e), nil
+}
+
+// grant asks for a lease; its TTL starts on the server after start.
+func (b *Backend) grant(ctx context.Context, key string, ttl time.Duration) (entry, error) {
+	secs := max(int64(math.Ceil(ttl.Seconds())), 1)
+	rctx, cancel := b.bounded(ctx)
+	defer cancel()
+	start := time.Now()
+	resp, err := b.cli.Grant(rctx, secs)
+	if err != nil {
+		return entry{}, b.failed(ctx, "granting a lease", key, err)
+	}
+	e := entry{key: key, id: resp.ID, ttl: time.Duration(resp.TTL) * time.Second, start: start}
+	e.name = fmt.Sprintf("%s%x", b.queuePrefix(key), int64(resp.ID))
+	return e, nil
+}
+
+// enqueue writes e's entry and bumps the token counter in one transaction.
+// Unless always, it writes only when no entry exists. It returns the
+// oldest entry when that is not e's (the holder), or nil when e holds.
+func (b *Backend) enqueue(ctx context.Context, e *entry, o backend.AcquireOptions, always bool) (*mvccpb.KeyValue, error) {
+	val, err := json.Marshal(holderInfo{Holder: o.Holder, RunID: o.RunID})
+	if err != nil {
+		return nil, err
+	}
+	pfx := b.queuePrefix(e.key)
+	cond := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix()}
+	if always {
+		cond = nil
+	}
+	oldest := clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)
+	rctx, cancel := b.bounded(ctx)
+	defer cancel()
+	resp, err := b.cli.Txn(rctx).If(cond...).Then(
+		clientv3.OpPut(e.name, string(val), clientv3.WithLease(e.id)),
+		clientv3.OpPut(b.counterKey(e.key), ""),
+		oldest,
+	).Else(oldest).Commit()
+	if err != nil {
+		return nil, b.failed(ctx, "taking the lock", e.key, err)
+	}
+	last := resp.Responses[len(resp.Responses)-1].GetResponseRange().Kvs
+	if !resp.Succeeded { // the Else read saw the same, non-empty, queue
+		return last[0], nil
+	}
+	e.rev = resp.Header.Revision
+	if len(last) > 0 && last[0].CreateRevision != e.rev {
+		return last[0], nil
+	}
+	return nil, nil
+}
+
+// status describes a key held by the entry kv.
+func (b *Backend) status(key string, kv *mvccpb.KeyValue) backend.Status {
+	var h holderInfo
+	_ = json.Unmarshal(kv.Value, &h) // entries of etcdctl lock are empty
+	return backend.Status{Key: key, Held: true, Holder: h.Holder, RunID: h.RunID, Token: backend.Token(kv.CreateRevision)}
+}
+
+// revoke drops a lease that will not be used, with its entry if any, even
+// when ctx is over; if that fails the lease expires by itself.
+func (b *Backend) revoke(ctx context.Context, id clientv3.LeaseID) {
+	rctx, cancel := b.bounded(context.WithoutCancel(ctx))
+	defer cancel()
+	_, _ = b.cli.Revoke(rctx, id)
+}
+
+// failed wraps err from a request made under ctx: the caller's own
+// cancellation or deadline is returned as its cause, so that a waiter
+// that gives up reports why; anything else is unavailable.
+func (b *Backend) failed(ctx context.Context, op, key string, err error) error {
+	if cause := context.Cause(ctx); cause != nil {
+		return fmt.Errorf("%s: lock %q: %s: %w", b.addr, key, op, cause)
+	}
+	return b.unavailable(op, key, err)
+}

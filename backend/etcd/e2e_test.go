@@ -1,0 +1,160 @@
+package etcd
+
+import (
+	"bufio"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lockrun/lockrun/backend/backendtest"
+	"github.com/lockrun/lockrun/backend/backendtest/netproxy"
+	"github.com/lockrun/lockrun/backend/etcd/etcdtest"
+	"github.com/lockrun/lockrun/cmd/lockrun/lockruntest"
+)
+
+// These tests run the lockrun binary against a real etcd.
+
+func TestBinaryExits69AtOnceWhenEtcdIsDown(t *testing.T) {
+	srv := etcdtest.Start(t)
+	srv.Stop()
+	lockruntest.Binary(t) // built before the clock starts
+	begin := time.Now()
+	r := lockruntest.Run(t, nil, "run", "-b", srv.URL(), "k", "--", "true")
+	took := time.Since(begin)
+	if r.Code != 69 || strings.Count(r.Stderr, "\n") != 1 || !strings.Contains(r.Stderr, "connection refused") || took > time.Second {
+		t.Errorf("etcd down: exit %d after %v, stderr %q; want 69 within a second, one line", r.Code, took, r.Stderr)
+	}
+}
+
+// holdWith starts `lockrun run -v` on url with a child that ignores
+// SIGTERM (so only the SIGKILL at the deadline stops it) and writes its pid
+// and token. It returns the process, the child's pid and token, and a
+// channel that receives, after each renewal lockrun logs, the earliest
+// time that renewal can have been sent.
+func holdWith(t *testing.T, url string, args ...string) (*exec.Cmd, int, uint64, <-chan time.Time) {
+	t.Helper()
+	dir := t.TempDir()
+	pidFile, tokFile := filepath.Join(dir, "pid"), filepath.Join(dir, "token")
+	argv := append([]string{"run", "-v", "-b", url}, args...)
+	argv = append(argv, "k", "--", "sh", "-c", "trap '' TERM; echo $LOCKRUN_FENCING_TOKEN > "+tokFile+"; echo $$ > "+pidFile+"; exec sleep 60")
+	cmd := exec.Command(lockruntest.Binary(t), argv...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	renewed := make(chan time.Time, 100)
+	go func() {
+		for sc := bufio.NewScanner(stderr); sc.Scan(); {
+			if line := sc.Text(); strings.Contains(line, "lease renewed") {
+				renewed <- time.Now().Add(-tookOf(line) - pipeSlack)
+			}
+		}
+	}()
+	pid, _ := strconv.Atoi(lockruntest.WaitLine(t, pidFile))
+	tok, _ := strconv.ParseUint(lockruntest.WaitLine(t, tokFile), 10, 64)
+	return cmd, pid, tok, renewed
+}
+
+// pipeSlack bounds the time from lockrun logging a renewal to the test
+// reading the line.
+const pipeSlack = 20 * time.Millisecond
+
+// tookOf reads took=DURATION from a log line (rounded to the millisecond).
+func tookOf(line string) time.Duration {
+	_, rest, _ := strings.Cut(line, "took=")
+	d, _ := time.ParseDuration(strings.Fields(rest + " ")[0])
+	return d + time.Millisecond
+}
+
+// cutAndMeasure cuts lockrun off from etcd with cut right after a renewal,
+// and checks that the child is dead before the lease can expire on the
+// server, the renewal's send time plus the TTL, and that lockrun exits 76.
+func cutAndMeasure(t *testing.T, url string, cut func()) uint64 {
+	t.Helper()
+	const ttl = 2 * time.Second
+	cmd, pid, tok, renewed := holdWith(t, url, "--ttl", ttl.String(), "--heartbeat", "500ms")
+	sent := <-renewed
+	cut()
+	cutAt := time.Now()
+	for lockruntest.Alive(pid) && time.Since(cutAt) < 2*ttl {
+		time.Sleep(time.Millisecond)
+	}
+	dead := time.Now()
+	expiry := sent.Add(ttl)
+	if !dead.Before(expiry) {
+		t.Errorf("child dead %v after the last renewal was sent: not before the lease could expire (%v)", dead.Sub(sent), ttl)
+	}
+	t.Logf("child dead %v after the cut, %v after the last renewal was sent; %v before the earliest expiry",
+		dead.Sub(cutAt).Round(time.Millisecond), dead.Sub(sent).Round(time.Millisecond), expiry.Sub(dead).Round(time.Millisecond))
+	if code := lockruntest.ExitCode(t, cmd); code != 76 {
+		t.Errorf("lockrun exit %d, want 76 (lock lost)", code)
+	}
+	return tok
+}
+
+func TestBinaryFrozenEtcdKillsTheChildBeforeExpiry(t *testing.T) {
+	srv := etcdtest.Start(t)
+	tok := cutAndMeasure(t, srv.URL(), srv.Freeze)
+	srv.Thaw()
+	r := lockruntest.Run(t, nil, "run", "-b", srv.URL(), "--timeout", "10s", "k", "--", "sh", "-c", "echo $LOCKRUN_FENCING_TOKEN")
+	if next, err := strconv.ParseUint(strings.TrimSpace(r.Stdout), 10, 64); r.Code != 0 || err != nil || next <= tok {
+		t.Errorf("next holder: exit %d, token %q after %d (%s)", r.Code, r.Stdout, tok, r.Stderr)
+	}
+}
+
+func TestBinaryPartitionKillsTheChildBeforeExpiry(t *testing.T) {
+	srv := etcdtest.Start(t)
+	proxy := netproxy.Start(t, srv.Addr())
+	cutAndMeasure(t, "etcd://"+proxy.Addr(), func() { proxy.Hold(netproxy.Both) })
+}
+
+func TestBinaryWaitersLeaveNoEntry(t *testing.T) {
+	srv := etcdtest.Start(t)
+	c, key := srv.Client(t), backendtest.Key(t)
+	ready := filepath.Join(t.TempDir(), "ready")
+	lockruntest.Start(t, nil, "run", "-b", srv.URL(), key, "--", "sh", "-c", "echo > "+ready+"; sleep 30")
+	lockruntest.WaitLine(t, ready)
+
+	waiter := lockruntest.Start(t, nil, "run", "-b", srv.URL(), "--ttl", "1s", "--wait", key, "--", "true")
+	waitQueued(t, c, key, 2)
+	killed := time.Now()
+	waiter.Process.Signal(syscall.SIGKILL)
+	waitQueued(t, c, key, 1) // within 5s; the lease is 1s, checked every 0.5s by etcd
+	if d := time.Since(killed); d > 2*time.Second {
+		t.Errorf("killed waiter's entry lasted %v with a 1s lease", d)
+	}
+
+	r := lockruntest.Run(t, nil, "run", "-b", srv.URL(), "--timeout", "300ms", key, "--", "true")
+	if n := entries(t, c, key); r.Code != 75 || len(n) != 1 {
+		t.Errorf("waiter that timed out: exit %d, queue %v; want 75 and the holder's entry alone at once", r.Code, n)
+	}
+}
+
+// TestEtcdctlLockOutlivesItsLease shows the flaw lockrun fixes: cut off
+// from etcd, `etcdctl lock` keeps its command running after its lease has
+// expired and the lock is free for the next holder.
+func TestEtcdctlLockOutlivesItsLease(t *testing.T) {
+	srv := etcdtest.Start(t)
+	proxy := netproxy.Start(t, srv.Addr())
+	c, key, pidFile := srv.Client(t), backendtest.Key(t), filepath.Join(t.TempDir(), "pid")
+	cmd := exec.Command("etcdctl", "--endpoints", proxy.Addr(), "lock", "--ttl", "1", DefaultPrefix+key, "--", "sh", "-c", "echo $$ > "+pidFile+"; exec sleep 30")
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("etcdctl: %v (run .ci/services.sh)", err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	pid, _ := strconv.Atoi(lockruntest.WaitLine(t, pidFile))
+	proxy.Hold(netproxy.Both)
+	waitQueued(t, c, key, 0) // the lease expired on the server
+	if !lockruntest.Alive(pid) {
+		t.Fatal("etcdctl lock's command died with its lease; this test documents that it does not")
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+}

@@ -1,0 +1,168 @@
+// Package etcd is lockrun's backend for etcd v3: one lease per holder, the
+// lock taken in a transaction, FIFO waiting, and the holder's key's create
+// revision as the fencing token.
+//
+// Layout under the prefix P (default /lockrun/), for lock key K:
+//
+//	P K/<lease id in hex>  one queue entry per contender, attached to its
+//	                       lease; the entry with the lowest create
+//	                       revision holds the lock
+//	P K                    written with every queue entry: its mod revision
+//	                       is the highest token handed out or reserved
+//	                       for K, so the next holder's token is higher
+//
+// This is the layout of etcd's concurrency.Mutex, so `etcdctl lock P K`
+// and lockrun exclude each other. The token is cluster-wide monotonic: a
+// new entry's create revision is above every revision before it, and the
+// holder is always the oldest live entry, so every grant's token is above
+// the one before. It is what etcdctl lock hands its command as
+// ETCD_LOCK_REV.
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/status"
+
+	"github.com/lockrun/lockrun/backend"
+)
+
+// Backend takes locks in one etcd cluster. It is safe for concurrent use.
+type Backend struct {
+	cli    *clientv3.Client
+	leases pb.LeaseClient // raw, for one keep-alive per call (see keepAlive)
+	kv     pb.KVClient    // raw, for the fail-fast probe
+	cfg    Config
+	addr   string // for messages: the endpoints, never a password
+}
+
+// OpenURL opens the backend that u names (see ParseURL), with TLS files
+// and the password possibly taken from LOCKRUN_ETCD_* variables.
+func OpenURL(ctx context.Context, u *url.URL) (*Backend, error) {
+	cfg, err := ParseURL(u, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	return Open(ctx, cfg)
+}
+
+// Open connects to etcd and checks, within the dial timeout, that a member
+// with a leader answers: an unreachable cluster fails here, at once when
+// every endpoint refuses, with an error wrapping backend.ErrUnavailable.
+func Open(ctx context.Context, cfg Config) (*Backend, error) {
+	scheme := "etcd://"
+	if cfg.TLS != nil {
+		scheme = "etcds://"
+	}
+	b := &Backend{cfg: cfg, addr: scheme + strings.Join(cfg.Endpoints, ",")}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   cfg.Endpoints,
+		TLS:         cfg.TLS,
+		Username:    cfg.Username,
+		Password:    cfg.Password,
+		DialTimeout: cfg.DialTimeout,
+		// gRPC pings a silent connection so that a waiter's watch moves to
+		// a live member instead of hanging on a dead one.
+		DialKeepAliveTime:    10 * time.Second,
+		DialKeepAliveTimeout: 5 * time.Second,
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			// Reconnect within a second of a restarted member coming
+			// back, not after gRPC's default backoff of up to two
+			// minutes, which would outlast the lease.
+			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: cfg.DialTimeout,
+		})},
+		Logger: zap.NewNop(), // errors reach the caller; nothing is printed
+	})
+	if err != nil {
+		return nil, b.unavailable("connecting", "", err)
+	}
+	b.cli = cli
+	b.leases = pb.NewLeaseClient(cli.ActiveConnection())
+	b.kv = pb.NewKVClient(cli.ActiveConnection())
+	if err := b.probe(ctx); err != nil {
+		cli.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// Close closes the connections. A held lease is left to expire.
+func (b *Backend) Close() error { return b.cli.Close() }
+
+// probe sends one serializable read that fails fast when every endpoint
+// refuses connections (the client's own calls would wait for one to come
+// up until their deadline) and fails when the member has no leader.
+func (b *Backend) probe(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), b.cfg.DialTimeout)
+	defer cancel()
+	_, err := b.kv.Range(ctx, &pb.RangeRequest{Key: []byte(b.cfg.Prefix), Serializable: true, CountOnly: true}, grpc.WaitForReady(false))
+	if err != nil {
+		return b.unavailable("connecting", "", err)
+	}
+	return nil
+}
+
+// bounded limits one request to the request timeout, or ctx's earlier
+// deadline.
+func (b *Backend) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, b.cfg.RequestTimeout)
+}
+
+// errLeaseGone means the server no longer knows a lease: it expired or
+// was revoked, and every key attached to it is gone.
+var errLeaseGone = errors.New("lease expired or revoked")
+
+// unavailable wraps a failed request as transient: the contract keeps
+// ErrLost for what the server proves, and everything else (refused
+// connections, timeouts, no leader, auth failures) may pass.
+func (b *Backend) unavailable(op, key string, err error) error {
+	where := b.addr
+	if key != "" {
+		where += fmt.Sprintf(": lock %q", key)
+	}
+	return fmt.Errorf("%w: %s: %s: %w", backend.ErrUnavailable, where, op, cleanErr(err))
+}
+
+// lost wraps a proof that a lease no longer owns its lock.
+func (b *Backend) lost(key, why string) error {
+	return fmt.Errorf("%w: %s: lock %q: %s", backend.ErrLost, b.addr, key, why)
+}
+
+// cleanErr shortens a gRPC error to its description, and a dial failure
+// to the dialer's own words, keeping the error chain of context errors.
+func cleanErr(err error) error {
+	st, ok := status.FromError(err)
+	if !ok || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return err
+	}
+	msg := st.Message()
+	if _, dial, found := strings.Cut(msg, "Error while dialing: "); found {
+		msg = strings.TrimSuffix(dial, `"`)
+	}
+	return errors.New(msg)
+}
+
+// isLeaseGone tells whether err is the server saying a lease is unknown.
+func isLeaseGone(err error) bool {
+	return errors.Is(err, errLeaseGone) || errors.Is(err, rpctypes.ErrLeaseNotFound)
+}
+
+// queuePrefix is where the key's queue entries live.
+func (b *Backend) queuePrefix(key string) string { return b.cfg.Prefix + key + "/" }
+
+// counterKey is the key whose mod revision is the last token handed out
+// or reserved by a waiter.
+func (b *Backend) counterKey(key string) string { return b.cfg.Prefix + key }

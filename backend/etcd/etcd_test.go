@@ -1,0 +1,36 @@
+package etcd
+
+import (
+	"context"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/backend/backendtest"
+	"github.com/lockrun/lockrun/backend/etcd/etcdtest"
+)
+
+// openTest opens a backend on srv, closed when the test ends.
+func openTest(t testing.TB, rawURL string) *Backend {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := OpenURL(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func TestConformance(t *testing.T) {
+	srv := etcdtest.Start(t)
+	backendtest.Run(t, backendtest.Harness{
+		Open: func(t *testing.T) backend.Backend { return openTest(t, srv.URL()) },
+		// A crashed holder just stops renewing; its lease expires.
+		TTL: time.Second,
+	})
+}

@@ -1,0 +1,244 @@
+// Package etcdtest runs a private etcd server for tests: Debian's etcd
+// binary on free loopback ports with its data in a temporary directory,
+// one process that a test can stop, freeze (SIGSTOP), thaw and restart
+// with its data intact. The server is killed when the test ends.
+//
+// It uses the etcd binary that .ci/services.sh installs rather than an
+// embedded server: a real separate process is what fault tests need to
+// freeze and kill, and the module's server would pull hundreds of packages
+// into the build. A missing binary fails the test; it never skips.
+package etcdtest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+)
+
+// Binary is the etcd server that tests run.
+const Binary = "/usr/bin/etcd"
+
+// startTimeout bounds how long a start may take before the test fails.
+const startTimeout = 15 * time.Second
+
+// Server is one running single-member etcd cluster.
+type Server struct {
+	t      testing.TB
+	dir    string
+	client int    // client port
+	peer   int    // peer port
+	certs  *Certs // nil for plain connections
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	waitErr chan error
+}
+
+// Certs names PEM files for a TLS server: its certificate and key, which
+// clients present too, and the CA that signed it (the certificate itself
+// when self-signed). The certificate must be valid for 127.0.0.1.
+type Certs struct{ CA, Cert, Key string }
+
+// Start starts a server and waits until it serves requests.
+func Start(t testing.TB) *Server { return start(t, nil) }
+
+// StartTLS starts a server that speaks TLS only and requires clients to
+// present a certificate signed by c.CA.
+func StartTLS(t testing.TB, c Certs) *Server { return start(t, &c) }
+
+func start(t testing.TB, c *Certs) *Server {
+	t.Helper()
+	if _, err := os.Stat(Binary); err != nil {
+		t.Fatalf("etcd server not installed (%v): run .ci/services.sh (apt-get install etcd-server)", err)
+	}
+	s := &Server{t: t, dir: t.TempDir(), client: freePort(t), peer: freePort(t), certs: c}
+	t.Cleanup(s.Stop)
+	s.launch()
+	return s
+}
+
+// Addr is the client address, host:port.
+func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.client) }
+
+// URL is the lockrun backend URL of the server, with the TLS files as
+// query parameters for a TLS server.
+func (s *Server) URL() string {
+	if s.certs == nil {
+		return "etcd://" + s.Addr()
+	}
+	q := url.Values{"cacert": {s.certs.CA}, "cert": {s.certs.Cert}, "key": {s.certs.Key}}
+	return "etcds://" + s.Addr() + "?" + q.Encode()
+}
+
+// PID is the server's process id.
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd.Process.Pid
+}
+
+// Stop kills the server (SIGKILL, a crash: etcd's log is fsynced, so no
+// acknowledged write is lost) and waits for it to exit. Stopping a
+// stopped server does nothing.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGCONT) // a frozen process dies only once it runs
+	_ = s.cmd.Process.Kill()
+	<-s.waitErr
+	s.cmd = nil
+}
+
+// Freeze stops the server with SIGSTOP: connections stay open, nothing is
+// answered, no lease expires until Thaw.
+func (s *Server) Freeze() { s.signal(syscall.SIGSTOP) }
+
+// Thaw resumes a frozen server.
+func (s *Server) Thaw() { s.signal(syscall.SIGCONT) }
+
+// Restart stops the server and starts it again on the same ports with the
+// same data.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Stop()
+	s.launch()
+}
+
+// Client returns a client of the server, closed when the test ends.
+func (s *Server) Client(t testing.TB) *clientv3.Client {
+	t.Helper()
+	c, err := s.newClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// newClient connects to the server. gRPC would wait a second before
+// redialing a port that refused it while etcd started: redial faster.
+func (s *Server) newClient() (*clientv3.Client, error) {
+	cfg := clientv3.Config{Endpoints: []string{s.Addr()}, DialTimeout: time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff: backoff.Config{BaseDelay: 10 * time.Millisecond, Multiplier: 1.2, MaxDelay: 50 * time.Millisecond},
+		})}}
+	if s.certs != nil {
+		info := transport.TLSInfo{CertFile: s.certs.Cert, KeyFile: s.certs.Key, TrustedCAFile: s.certs.CA}
+		tc, err := info.ClientConfig()
+		if err != nil {
+			return nil, err
+		}
+		cfg.TLS = tc
+	}
+	return clientv3.New(cfg)
+}
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		s.t.Fatalf("etcd is not running; cannot send %v", sig)
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		s.t.Fatalf("signal %v to etcd: %v", sig, err)
+	}
+}
+
+// launch starts the process and waits until it answers a read. Short
+// raft ticks make a one-member cluster elect itself in a few tens of
+// milliseconds, and lower etcd's minimum lease TTL to one second.
+func (s *Server) launch() {
+	s.t.Helper()
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(s.peer)
+	clientURL := "http://" + s.Addr()
+	var tlsArgs []string
+	if c := s.certs; c != nil {
+		clientURL = "https://" + s.Addr()
+		tlsArgs = []string{"--cert-file", c.Cert, "--key-file", c.Key, "--trusted-ca-file", c.CA, "--client-cert-auth"}
+	}
+	cmd := exec.Command(Binary, append(tlsArgs,
+		"--name", "t", "--data-dir", filepath.Join(s.dir, "data"),
+		"--listen-client-urls", clientURL, "--advertise-client-urls", clientURL,
+		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
+		"--initial-cluster", "t="+peerURL,
+		"--heartbeat-interval", "10", "--election-timeout", "50",
+		"--logger", "zap", "--log-outputs", filepath.Join(s.dir, "etcd.log"))...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		s.t.Fatalf("starting etcd: %v", err)
+	}
+	waitErr := make(chan error, 1)
+	go func() { waitErr <- cmd.Wait() }()
+	s.mu.Lock()
+	s.cmd, s.waitErr = cmd, waitErr
+	s.mu.Unlock()
+	if err := s.ready(waitErr); err != nil {
+		log, _ := os.ReadFile(filepath.Join(s.dir, "etcd.log"))
+		s.t.Fatalf("etcd on %s did not start: %v\n%s", s.Addr(), err, tail(log, 2000))
+	}
+}
+
+// ready polls a read until it succeeds, the process exits or time is up.
+func (s *Server) ready(exited <-chan error) error {
+	c, err := s.newClient()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	deadline := time.Now().Add(startTimeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		_, err := c.Get(ctx, "ready")
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case werr := <-exited:
+			s.waitErr <- werr // for Stop
+			return fmt.Errorf("exited: %v", werr)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+	}
+}
+
+// freePort asks the kernel for a free loopback port. Another process may
+// take it before etcd binds it; that is rare, and fails the test loudly.
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}

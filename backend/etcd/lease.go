@@ -1,0 +1,109 @@
+package etcd
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/lockrun/lockrun/backend"
+)
+
+// lease is the oldest entry of a key's queue: the lock's holder.
+type lease struct {
+	b *Backend
+	e entry
+
+	mu    sync.Mutex
+	start time.Time // sent time of the last request that restarted the TTL
+}
+
+func (b *Backend) newLease(e entry) *lease { return &lease{b: b, e: e, start: e.start} }
+
+// Token is the create revision of the holder's entry.
+func (l *lease) Token() backend.Token { return backend.Token(l.e.rev) }
+
+// TTL is the TTL etcd granted: the asked one rounded up to whole seconds,
+// or etcd's minimum (1.5 election timeouts) if that is longer.
+func (l *lease) TTL() time.Duration { return l.e.ttl }
+
+// Start is the sent time of the grant or of the last keep-alive that
+// succeeded.
+func (l *lease) Start() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.start
+}
+
+// Renew sends one keep-alive, then checks that the entry is still ours: a
+// lease that is gone, or an entry deleted or replaced, is ErrLost.
+func (l *lease) Renew(ctx context.Context) error {
+	sent := time.Now()
+	if err := l.b.keepAlive(ctx, l.e.id); err != nil {
+		if isLeaseGone(err) {
+			return l.b.lost(l.e.key, "the lease expired or was revoked")
+		}
+		return l.b.unavailable("renewing the lease", l.e.key, err)
+	}
+	rctx, cancel := l.b.bounded(ctx)
+	defer cancel()
+	resp, err := l.b.cli.Get(rctx, l.e.name)
+	if err != nil {
+		return l.b.unavailable("checking the lock", l.e.key, err)
+	}
+	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != l.e.rev {
+		return l.b.lost(l.e.key, "the holder's entry was deleted")
+	}
+	l.mu.Lock()
+	l.start = sent
+	l.mu.Unlock()
+	return nil
+}
+
+// Release deletes the entry if it is still ours, which wakes the next in
+// line at once, then revokes the lease. A lease that no longer owns the
+// lock is revoked too, and reports ErrLost.
+func (l *lease) Release(ctx context.Context) error {
+	rctx, cancel := l.b.bounded(ctx)
+	defer cancel()
+	resp, err := l.b.cli.Txn(rctx).
+		If(clientv3.Compare(clientv3.CreateRevision(l.e.name), "=", l.e.rev)).
+		Then(clientv3.OpDelete(l.e.name)).
+		Commit()
+	if err != nil {
+		return l.b.unavailable("releasing", l.e.key, err)
+	}
+	l.b.revoke(ctx, l.e.id)
+	if !resp.Succeeded {
+		return l.b.lost(l.e.key, "released after the lease expired or was revoked")
+	}
+	return nil
+}
+
+// keepAlive sends exactly one keep-alive for id and waits for its answer.
+// It uses the gRPC lease service on the client's connection rather than
+// Lease.KeepAliveOnce, which retries "unavailable" answers (such as "no
+// leader") in a tight loop until its context ends: the caller's heartbeat
+// decides when to try again. WithRequireLeader makes a member cut off in
+// a minority answer at once instead of holding the request.
+func (b *Backend) keepAlive(ctx context.Context, id clientv3.LeaseID) error {
+	ctx, cancel := b.bounded(clientv3.WithRequireLeader(ctx))
+	defer cancel() // also ends the stream
+	stream, err := b.leases.LeaseKeepAlive(ctx)
+	if err != nil {
+		return err
+	}
+	if err := stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(id)}); err != nil {
+		return err
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	if resp.TTL <= 0 {
+		return errLeaseGone
+	}
+	return nil
+}

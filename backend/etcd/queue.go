@@ -1,0 +1,190 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/lockrun/lockrun/backend"
+)
+
+// errEvicted means a waiter's entry disappeared while it waited: its lease
+// expired (etcd was out of reach for longer than the TTL) or someone
+// deleted the entry.
+var errEvicted = errors.New("queue entry gone while waiting")
+
+// queueRetry is the pause before reading the queue again after a failed
+// read, while the waiter keeps its place.
+const queueRetry = 200 * time.Millisecond
+
+// acquireWaiting queues for key and waits its turn, first come, first
+// served. A waiter whose entry was lost queues again at the back; one that
+// gives up or fails revokes its lease, which deletes its entry at once. A
+// waiter that is killed leaves an entry that goes with its lease, within
+// the TTL.
+func (b *Backend) acquireWaiting(ctx context.Context, key string, o backend.AcquireOptions) (backend.Lease, error) {
+	for {
+		e, err := b.grant(ctx, key, o.TTL)
+		if err != nil {
+			return nil, err
+		}
+		l, err := b.waitTurn(ctx, &e, o)
+		if err == nil {
+			return l, nil
+		}
+		b.revoke(ctx, e.id)
+		if !errors.Is(err, errEvicted) || ctx.Err() != nil {
+			return nil, err
+		}
+	}
+}
+
+// waitTurn queues e and returns once it is the oldest entry. While it
+// waits, its lease is renewed in the background; once its turn comes, one
+// more keep-alive restarts the TTL, and the lease's Start is when that was
+// sent, so the holder's deadline never counts from an older renewal.
+func (b *Backend) waitTurn(ctx context.Context, e *entry, o backend.AcquireOptions) (backend.Lease, error) {
+	holder, err := b.enqueue(ctx, e, o, true)
+	if err != nil {
+		return nil, err
+	}
+	if holder == nil {
+		return b.newLease(*e), nil // first in line: the grant started the TTL
+	}
+	wctx, evict := context.WithCancelCause(ctx)
+	kept := make(chan struct{})
+	go func() {
+		defer close(kept)
+		b.keepQueued(wctx, e, evict)
+	}()
+	err = b.waitPredecessors(wctx, e)
+	evict(nil)
+	<-kept
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	if err := b.keepAlive(ctx, e.id); err != nil {
+		if isLeaseGone(err) {
+			return nil, fmt.Errorf("%s: lock %q: %w", b.addr, e.key, errEvicted)
+		}
+		return nil, b.failed(ctx, "renewing the lease", e.key, err)
+	}
+	e.start = start
+	return b.newLease(*e), nil
+}
+
+// keepQueued renews a waiting entry's lease every third of its TTL until
+// ctx ends, and ends the wait with errEvicted once the lease is gone. A
+// renewal that fails otherwise is tried again at the next tick.
+func (b *Backend) keepQueued(ctx context.Context, e *entry, evict context.CancelCauseFunc) {
+	t := time.NewTicker(e.ttl / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := b.keepAlive(ctx, e.id); isLeaseGone(err) {
+			evict(fmt.Errorf("%s: lock %q: %w", b.addr, e.key, errEvicted))
+			return
+		}
+	}
+}
+
+// waitPredecessors returns once no entry older than e's is left. Each
+// round watches only the newest older entry: a release wakes the next in
+// line alone, so a hand-off costs the same with a hundred waiters. A read
+// that fails is tried again while ctx lasts, keeping e's place.
+func (b *Backend) waitPredecessors(ctx context.Context, e *entry) error {
+	for {
+		prev, rev, err := b.predecessor(ctx, e)
+		switch {
+		case err != nil && (errors.Is(err, errEvicted) || ctx.Err() != nil):
+			return err
+		case err != nil:
+			select {
+			case <-ctx.Done():
+				return b.failed(ctx, "reading the queue", e.key, ctx.Err())
+			case <-time.After(queueRetry):
+			}
+		case prev == "":
+			return nil
+		default:
+			if err := b.waitDeleted(ctx, e.key, prev, rev); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// predecessor returns the newest entry older than e's and its create
+// revision, or "" when e is the oldest; it fails with errEvicted when e's
+// own entry is gone.
+func (b *Backend) predecessor(ctx context.Context, e *entry) (string, int64, error) {
+	rctx, cancel := b.bounded(ctx)
+	defer cancel()
+	older := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(e.rev-1))
+	resp, err := b.cli.Txn(rctx).
+		If(clientv3.Compare(clientv3.CreateRevision(e.name), "=", e.rev)).
+		Then(clientv3.OpGet(b.queuePrefix(e.key), older...)).
+		Commit()
+	if err != nil {
+		return "", 0, b.failed(ctx, "reading the queue", e.key, err)
+	}
+	if !resp.Succeeded {
+		return "", 0, fmt.Errorf("%s: lock %q: %w", b.addr, e.key, errEvicted)
+	}
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 {
+		return "", 0, nil
+	}
+	return string(kvs[0].Key), kvs[0].CreateRevision, nil
+}
+
+// waitDeleted returns when the entry name created at rev is gone, which a
+// release, a revoke and a lease expiry all do. The watch starts at the
+// current revision rather than at the one the queue was read at: etcd
+// replays a watch that starts in the past from a loop that runs every
+// 100ms, which would delay a release that came just before the watch by
+// up to that long. Once the watch is live, one read tells whether the
+// entry went in between. It also returns, for the caller to read the
+// queue again, when the watch breaks (no leader, a closed client).
+func (b *Backend) waitDeleted(ctx context.Context, key, name string, rev int64) error {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	for wr := range b.cli.Watch(wctx, name, clientv3.WithFilterPut(), clientv3.WithCreatedNotify()) {
+		switch {
+		case wr.Err() != nil:
+			return nil
+		case wr.Created:
+			if b.exists(ctx, name, rev) {
+				continue
+			}
+			return nil
+		}
+		for _, ev := range wr.Events {
+			if ev.Type == mvccpb.DELETE {
+				return nil
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return b.failed(ctx, "waiting", key, ctx.Err())
+	}
+	return nil
+}
+
+// exists tells whether the entry name created at rev is still there; a
+// failed read says no, so that the caller reads the queue again.
+func (b *Backend) exists(ctx context.Context, name string, rev int64) bool {
+	rctx, cancel := b.bounded(ctx)
+	defer cancel()
+	resp, err := b.cli.Get(rctx, name)
+	return err == nil && len(resp.Kvs) == 1 && resp.Kvs[0].CreateRevision == rev
+}

@@ -1,0 +1,166 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/backend/backendtest"
+	"github.com/lockrun/lockrun/backend/etcd/etcdtest"
+)
+
+func opts(holder string, wait bool) backend.AcquireOptions {
+	return backend.AcquireOptions{TTL: time.Second, Holder: holder, RunID: "run-" + holder, Wait: wait}
+}
+
+// entries lists the etcd keys queued for key, oldest first.
+func entries(t *testing.T, c *clientv3.Client, key string) []string {
+	t.Helper()
+	resp, err := c.Get(t.Context(), DefaultPrefix+key+"/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, kv := range resp.Kvs {
+		names = append(names, string(kv.Key))
+	}
+	return names
+}
+
+// waitQueued waits until key's queue has n entries.
+func waitQueued(t *testing.T, c *clientv3.Client, key string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); len(entries(t, c, key)) != n; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("queue of %s has %v, want %d entries", key, entries(t, c, key), n)
+		}
+	}
+}
+
+func TestTokenIsTheEntrysCreateRevision(t *testing.T) {
+	srv := etcdtest.Start(t)
+	b, c, key := openTest(t, srv.URL()), srv.Client(t), backendtest.Key(t)
+	var last backend.Token
+	for i := range 3 {
+		l, err := b.Acquire(t.Context(), key, opts("a", i%2 == 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := c.Get(t.Context(), DefaultPrefix+key+"/", clientv3.WithPrefix())
+		if err != nil || len(resp.Kvs) != 1 || backend.Token(resp.Kvs[0].CreateRevision) != l.Token() || l.Token() <= last {
+			t.Fatalf("acquisition %d: token %d after %d; etcd holds %v, %v", i, l.Token(), last, resp.Kvs, err)
+		}
+		last = l.Token()
+		if err := l.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st, err := b.Inspect(t.Context(), key); err != nil || st.Held || st.Token != last {
+		t.Errorf("Inspect of the released key = %+v, %v; want free with last token %d", st, err, last)
+	}
+	if n := entries(t, c, key); len(n) != 0 {
+		t.Errorf("entries left after release: %v", n)
+	}
+}
+
+func TestWaitersAreServedInArrivalOrder(t *testing.T) {
+	srv := etcdtest.Start(t)
+	c, key := srv.Client(t), backendtest.Key(t)
+	holder, err := openTest(t, srv.URL()).Acquire(t.Context(), key, opts("h", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := make(chan string, 3)
+	for i, name := range []string{"first", "second", "third"} {
+		b := openTest(t, srv.URL())
+		go func() {
+			l, err := b.Acquire(t.Context(), key, opts(name, true))
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+				order <- "error"
+				return
+			}
+			order <- name
+			time.Sleep(20 * time.Millisecond) // a later waiter would have its chance to jump in
+			l.Release(context.Background())
+		}()
+		waitQueued(t, c, key, i+2)
+	}
+	holder.Release(t.Context())
+	for _, want := range []string{"first", "second", "third"} {
+		if got := <-order; got != want {
+			t.Fatalf("got %s, want %s next", got, want)
+		}
+	}
+}
+
+func TestQueuedWaiterKeepsItsPlaceAndStartsAfresh(t *testing.T) {
+	srv := etcdtest.Start(t)
+	c, key := srv.Client(t), backendtest.Key(t)
+	holder, err := openTest(t, srv.URL()).Acquire(t.Context(), key, opts("h", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan backend.Lease, 1)
+	go func() {
+		l, err := openTest(t, srv.URL()).Acquire(t.Context(), key, opts("w", true))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitQueued(t, c, key, 2)
+	queued := entries(t, c, key)[1]
+	// The holder renews as lockrun would; the waiter's lease would have
+	// expired three times over without the backend renewing it.
+	for range 6 {
+		time.Sleep(500 * time.Millisecond)
+		if err := holder.Renew(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	released := time.Now()
+	holder.Release(t.Context())
+	w := <-got
+	if w == nil {
+		return
+	}
+	defer w.Release(context.Background())
+	resp, err := c.Get(t.Context(), queued)
+	if err != nil || len(resp.Kvs) != 1 || backend.Token(resp.Kvs[0].CreateRevision) != w.Token() {
+		t.Errorf("the waiter holds with token %d, not with the entry it queued (%v, %v)", w.Token(), resp.Kvs, err)
+	}
+	if w.Start().Before(released) {
+		t.Errorf("the new holder's Start is %v before the release: its deadline would count from an old renewal", released.Sub(w.Start()))
+	}
+}
+
+func TestWaiterThatGivesUpLeavesNoEntry(t *testing.T) {
+	srv := etcdtest.Start(t)
+	c, key := srv.Client(t), backendtest.Key(t)
+	holder, err := openTest(t, srv.URL()).Acquire(t.Context(), key, opts("h", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Release(context.Background())
+	ctx, cancel := context.WithCancelCause(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := openTest(t, srv.URL()).Acquire(ctx, key, opts("w", true))
+		done <- err
+	}()
+	waitQueued(t, c, key, 2)
+	giveUp := fmt.Errorf("operator gave up")
+	cancel(giveUp)
+	if err := <-done; err == nil || !errors.Is(err, giveUp) {
+		t.Fatalf("abandoned wait returned %v, want an error wrapping the context's cause", err)
+	}
+	if n := entries(t, c, key); len(n) != 1 {
+		t.Errorf("queue right after the waiter gave up: %v, want the holder's entry alone", n)
+	}
+}

@@ -1,0 +1,74 @@
+package etcd
+
+import (
+	"context"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/lockrun/lockrun/backend"
+)
+
+// Inspect reads the oldest entry and the token counter in one
+// transaction, then the holder's lease time left. A free key reports the
+// last token issued for it (0 when never taken).
+func (b *Backend) Inspect(ctx context.Context, key string) (backend.Status, error) {
+	if err := backend.ValidateKey(key); err != nil {
+		return backend.Status{}, err
+	}
+	rctx, cancel := b.bounded(ctx)
+	defer cancel()
+	resp, err := b.cli.Txn(rctx).Then(
+		clientv3.OpGet(b.queuePrefix(key), clientv3.WithFirstCreate()...),
+		clientv3.OpGet(b.counterKey(key)),
+	).Commit()
+	if err != nil {
+		return backend.Status{Key: key}, b.failed(ctx, "reading the lock", key, err)
+	}
+	holder := resp.Responses[0].GetResponseRange().Kvs
+	if len(holder) == 0 {
+		st := backend.Status{Key: key}
+		if counter := resp.Responses[1].GetResponseRange().Kvs; len(counter) > 0 {
+			st.Token = backend.Token(counter[0].ModRevision)
+		}
+		return st, nil
+	}
+	st := b.status(key, holder[0])
+	if id := clientv3.LeaseID(holder[0].Lease); id != clientv3.NoLease {
+		if ttl, err := b.cli.TimeToLive(rctx, id); err == nil && ttl.TTL > 0 {
+			st.TTL = time.Duration(ttl.TTL) * time.Second
+		}
+	}
+	return st, nil
+}
+
+// ForceRelease revokes the holder's lease, which deletes its entry: the
+// next in line takes over, and the holder's next renewal finds its lease
+// gone (ErrLost). Tokens are revisions, so nothing can lower them.
+func (b *Backend) ForceRelease(ctx context.Context, key string) error {
+	if err := backend.ValidateKey(key); err != nil {
+		return err
+	}
+	rctx, cancel := b.bounded(ctx)
+	defer cancel()
+	resp, err := b.cli.Get(rctx, b.queuePrefix(key), clientv3.WithFirstCreate()...)
+	if err != nil {
+		return b.failed(ctx, "reading the lock", key, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil
+	}
+	kv := resp.Kvs[0]
+	if kv.Lease == int64(clientv3.NoLease) { // written by hand, without a lease
+		_, err = b.cli.Txn(rctx).
+			If(clientv3.Compare(clientv3.CreateRevision(string(kv.Key)), "=", kv.CreateRevision)).
+			Then(clientv3.OpDelete(string(kv.Key))).
+			Commit()
+	} else {
+		_, err = b.cli.Revoke(rctx, clientv3.LeaseID(kv.Lease))
+	}
+	if err != nil && !isLeaseGone(err) {
+		return b.failed(ctx, "breaking the lock", key, err)
+	}
+	return nil
+}
