@@ -34,7 +34,8 @@ type Case struct {
 	Hold        time.Duration // how long each command runs
 	Competitors int
 	MayOverlap  bool // the fault freezes the holder's whole machine
-	MustLose    bool // the fault must make some lockrun exit 76
+	MustLose    bool          // the fault must make some lockrun exit 76
+	MinDuration time.Duration // shortest run in which the fault can bite
 	Fault       func(ctx context.Context, a *attack)
 }
 
@@ -42,9 +43,9 @@ type Case struct {
 var Cases = []Case{
 	{Name: "1-no-fault", Hold: 20 * time.Millisecond, Competitors: 5},
 	{Name: "2-blackhole", Net: true, Hold: time.Hour, Competitors: 3, MustLose: true, Fault: blackhole},
-	{Name: "3-latency", Net: true, Hold: 300 * time.Millisecond, Competitors: 3, MustLose: true, Fault: latency},
+	{Name: "3-latency", Net: true, Hold: 1500 * time.Millisecond, Competitors: 3, MustLose: true, MinDuration: 8 * time.Second, Fault: latency},
 	{Name: "4-server-freeze-restart", Net: true, Hold: time.Hour, Competitors: 3, MustLose: true, Fault: freezeServer},
-	{Name: "5-slow-acquire-reply", Net: true, Hold: 200 * time.Millisecond, Competitors: 2, Fault: slowReplies},
+	{Name: "5-slow-acquire-reply", Net: true, Hold: 200 * time.Millisecond, Competitors: 2, MinDuration: 10 * time.Second, Fault: slowReplies},
 	{Name: "6-lockrun-sigkill", Hold: time.Hour, Competitors: 3, Fault: killLockrun},
 	{Name: "7-lockrun-frozen", Hold: time.Hour, Competitors: 3, MustLose: true, Fault: freezeLockrun},
 	{Name: "8-machine-paused", Hold: time.Hour, Competitors: 3, MayOverlap: true, MustLose: true, Fault: pauseMachine},
@@ -71,14 +72,15 @@ func blackhole(ctx context.Context, a *attack) {
 }
 
 // latency first adds round trips well within the margin (no lockrun may
-// lose), then round trips of twice the heartbeat (holders must lose, in
-// time).
+// lose), then, under a running command, round trips of twice the
+// heartbeat: its lockrun must lose, in time.
 func latency(ctx context.Context, a *attack) {
 	hb := a.tg.TTL / 3
 	a.tg.Proxy.SetLatency(netproxy.Both, hb/8)
-	half, cancel := context.WithTimeout(ctx, a.duration/2)
-	defer cancel()
-	<-half.Done()
+	sleep(ctx, a.duration/2)
+	if _, _, err := a.fleet.Holder(ctx); err != nil {
+		return
+	}
 	a.phase = time.Now()
 	a.tg.Proxy.SetLatency(netproxy.Both, hb)
 	<-ctx.Done()

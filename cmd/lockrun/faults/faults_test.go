@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockrun/lockrun/backend/backendtest/netproxy"
+	"github.com/lockrun/lockrun/backend/etcd/etcdtest"
+	"github.com/lockrun/lockrun/backend/redis/redistest"
 	"github.com/lockrun/lockrun/cmd/lockrun/lockruntest"
 )
 
@@ -60,9 +63,16 @@ func selected(list, name string) bool {
 	return false
 }
 
-// targets starts every backend under attack.
+// targets starts every backend under attack, each server behind a proxy
+// that the faults control.
 func targets(t *testing.T) []Target {
+	rs := redistest.Start(t)
+	rp := netproxy.Start(t, rs.Addr())
+	es := etcdtest.Start(t)
+	ep := netproxy.Start(t, es.Addr())
 	return []Target{
 		{Name: "file", URL: "file://" + t.TempDir(), TTL: time.Second},
+		{Name: "redis", URL: "redis://" + rp.Addr() + "/0", Proxy: rp, Server: rs, TTL: time.Second},
+		{Name: "etcd", URL: "etcd://" + ep.Addr(), Proxy: ep, Server: es, TTL: time.Second},
 	}
 }

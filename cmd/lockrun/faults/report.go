@@ -17,7 +17,7 @@ type Result struct {
 	LateKills        int // pairs of runs: the older alive when the newer was granted
 	TokenRegressions int // grants whose token did not exceed the previous one
 	LostExits        int // lockruns that exited 76
-	Refusals         int // lockruns that gave a late grant back (exit 69)
+	Refusals         int // lockruns that gave a late grant back
 	Orphans          int // runs whose processes outlived the case
 	Failures         []string
 }
@@ -40,10 +40,10 @@ func analyze(o *Oracle, attempts []Attempt) Result {
 	}
 	grants := make([]Attempt, 0, len(attempts))
 	for _, a := range attempts {
-		switch a.Exit {
-		case 76:
+		if a.Exit == 76 {
 			r.LostExits++
-		case 69:
+		}
+		if refused(a) {
 			r.Refusals++
 		}
 		if a.Token != 0 {
@@ -57,6 +57,16 @@ func analyze(o *Oracle, attempts []Attempt) Result {
 		}
 	}
 	return r
+}
+
+// refused tells whether lockrun gave back a grant that came too late.
+func refused(a Attempt) bool {
+	for _, l := range a.Log {
+		if strings.Contains(l, "too late to run") {
+			return true
+		}
+	}
+	return false
 }
 
 // startedAbove tells whether a run with a token above token had started
