@@ -55,3 +55,28 @@ func parentOf(pid int) (int, bool) {
 	ppid, err := strconv.Atoi(string(f[1]))
 	return ppid, err == nil
 }
+
+// Switches sums the context switches, voluntary and involuntary, of all
+// pid's threads so far: how often the process slept or was preempted. It
+// is 0 when pid is gone.
+func Switches(pid int) int64 {
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + t.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			k, v, ok := bytes.Cut(line, []byte(":"))
+			if ok && bytes.HasSuffix(k, []byte("voluntary_ctxt_switches")) {
+				c, _ := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
+				n += c
+			}
+		}
+	}
+	return n
+}

@@ -1,7 +1,8 @@
 // Package netproxy is a TCP proxy for fault tests: it sits between a client
 // and a real server on loopback and can hold traffic in either direction
 // (a partition: TCP keeps the bytes and retransmits), delay it, or reset
-// every connection.
+// every connection. It counts what it forwards, so that a test can tell
+// when the server last heard from a client.
 package netproxy
 
 import (
@@ -30,6 +31,7 @@ type Proxy struct {
 	mu      sync.Mutex
 	held    Direction
 	latency [2]time.Duration // by direction: Up, Down
+	traffic [2]Traffic       // by direction: Up, Down
 	changed chan struct{}    // closed when held changes
 	conns   map[net.Conn]struct{}
 	wg      sync.WaitGroup
@@ -64,12 +66,34 @@ func (p *Proxy) Heal() { p.setHeld(0) }
 func (p *Proxy) SetLatency(dir Direction, d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if dir&Up != 0 {
-		p.latency[0] = d
+	for _, one := range []Direction{Up, Down} {
+		if dir&one != 0 {
+			p.latency[index(one)] = d
+		}
 	}
-	if dir&Down != 0 {
-		p.latency[1] = d
+}
+
+// index is the slot of one direction (Up or Down) in per-direction arrays.
+func index(dir Direction) int {
+	if dir == Down {
+		return 1
 	}
+	return 0
+}
+
+// Traffic is what the proxy forwarded in one direction.
+type Traffic struct {
+	Chunks int64     // reads passed on, each in one write
+	Bytes  int64     // bytes passed on
+	Last   time.Time // when the last chunk began to be written; zero if none
+}
+
+// Traffic reports what was forwarded in dir (Up or Down) so far. The
+// server cannot have read the last request before Traffic(Up).Last.
+func (p *Proxy) Traffic(dir Direction) Traffic {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.traffic[index(dir)]
 }
 
 // Reset closes every open connection; new ones are still accepted.
@@ -110,10 +134,7 @@ func (p *Proxy) setHeld(d Direction) {
 func (p *Proxy) gate(dir Direction) time.Duration {
 	for {
 		p.mu.Lock()
-		held, changed, latency := p.held&dir != 0, p.changed, p.latency[0]
-		if dir == Down {
-			latency = p.latency[1]
-		}
+		held, changed, latency := p.held&dir != 0, p.changed, p.latency[index(dir)]
 		p.mu.Unlock()
 		if !held {
 			return latency
@@ -143,6 +164,17 @@ func (p *Proxy) accept() {
 	}
 }
 
+// count records one chunk of n bytes forwarded in dir, whose write began
+// at sent.
+func (p *Proxy) count(dir Direction, n int, sent time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t := &p.traffic[index(dir)]
+	t.Chunks++
+	t.Bytes += int64(n)
+	t.Last = sent
+}
+
 // pipe copies src to dst through the gate of dir, then closes both.
 func (p *Proxy) pipe(dst, src net.Conn, dir Direction) {
 	defer p.wg.Done()
@@ -161,9 +193,11 @@ func (p *Proxy) pipe(dst, src net.Conn, dir Direction) {
 			if d := p.gate(dir); d > 0 {
 				time.Sleep(d)
 			}
+			sent := time.Now()
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
+			p.count(dir, n, sent)
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) {

@@ -77,3 +77,36 @@ func TestHoldHealLatencyReset(t *testing.T) {
 		t.Error("connection still works after Reset")
 	}
 }
+
+func TestTrafficCountsForwardedChunks(t *testing.T) {
+	p := Start(t, echo(t))
+	if tr := p.Traffic(Up); tr.Chunks != 0 || !tr.Last.IsZero() {
+		t.Fatalf("traffic before any connection: %+v", tr)
+	}
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	before := time.Now()
+	for range 3 {
+		if _, err := roundTrip(c, r, time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, dir := range []Direction{Up, Down} {
+		tr := p.Traffic(dir)
+		if tr.Chunks != 3 || tr.Bytes != 15 || tr.Last.Before(before) || tr.Last.After(time.Now()) {
+			t.Errorf("direction %d after 3 round trips of 5 bytes: %+v", dir, tr)
+		}
+	}
+	p.Hold(Up)
+	held := p.Traffic(Up)
+	c.Write([]byte("ping\n"))
+	time.Sleep(50 * time.Millisecond)
+	if tr := p.Traffic(Up); tr != held {
+		t.Errorf("traffic moved while held: %+v, then %+v", held, tr)
+	}
+	p.Heal()
+}

@@ -1,0 +1,43 @@
+package bench
+
+import (
+	"flag"
+	"io"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/lockrun/lockrun/cmd/lockrun/lockruntest"
+)
+
+var (
+	binary   = flag.String("lockrun", "", "the lockrun binary to measure (default: built from this checkout)")
+	backends = flag.String("backends", "", "comma-separated backends to measure (default: all)")
+	out      = flag.String("out", "", "also write the report to this file")
+)
+
+// BenchmarkReport measures lockrun against its peers on every backend and
+// prints the report. It ignores b.N: run it with -benchtime 1x.
+//
+//	go test -run '^$' -bench Report -benchtime 1x ./cmd/lockrun/bench [-short] [-args -lockrun bin/lockrun]
+func BenchmarkReport(b *testing.B) {
+	cfg := Config{Lockrun: *binary, Stamp: lockruntest.Build(b, "bench/stamp"), Short: testing.Short()}
+	if cfg.Lockrun == "" {
+		cfg.Lockrun = lockruntest.Binary(b)
+	}
+	if *backends != "" {
+		cfg.Backends = strings.Split(*backends, ",")
+	}
+	w := io.Writer(os.Stdout)
+	if *out != "" {
+		f, err := os.Create(*out)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		w = io.MultiWriter(os.Stdout, f)
+	}
+	for b.Loop() {
+		Report(b, cfg, w)
+	}
+}

@@ -1,0 +1,103 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Config says what to measure.
+type Config struct {
+	Lockrun  string   // the lockrun binary under test
+	Stamp    string   // the stamp binary (./stamp)
+	Backends []string // the backends to measure; all when empty
+	Short    bool     // a quick look: fewer samples, no 100-waiter queue
+}
+
+// env is what the measures share.
+type env struct {
+	tb      testing.TB
+	lockrun string
+	stamp   string
+	dir     string // logs and gates
+	short   bool
+	keys    int
+}
+
+// key returns a key no other measure uses.
+func (e *env) key(what string) string {
+	e.keys++
+	return fmt.Sprintf("%s-%d-%d", what, os.Getpid(), e.keys)
+}
+
+// stampArgs is the argv of a stamp with flags.
+func (e *env) stampArgs(flags ...string) []string { return append([]string{e.stamp}, flags...) }
+
+// samplesOf scales a sample count down for a short run.
+func (e *env) samplesOf(n int) int {
+	if e.short {
+		return max(n/4, 2)
+	}
+	return n
+}
+
+// Report starts the servers, runs every measure on every backend and
+// writes one markdown table per measure to w, each as soon as it is done.
+func Report(tb testing.TB, cfg Config, w io.Writer) {
+	e := &env{tb: tb, lockrun: cfg.Lockrun, stamp: cfg.Stamp, dir: tb.TempDir(), short: cfg.Short}
+	var tgs []target
+	for name, start := range map[string]func() target{"file": e.fileTarget, "redis": e.redisTarget, "etcd": e.etcdTarget} {
+		if len(cfg.Backends) == 0 || slices.Contains(cfg.Backends, name) {
+			tgs = append(tgs, start())
+		}
+	}
+	order := []string{"file", "redis", "etcd"}
+	slices.SortFunc(tgs, func(a, b target) int { return slices.Index(order, a.name) - slices.Index(order, b.name) })
+	header(w, cfg)
+	for _, measure := range []func([]target) *table{e.overhead, e.handoff, e.throughput, e.lossToKill, e.footprint, e.scaling} {
+		begin := time.Now()
+		t := measure(tgs)
+		t.write(w)
+		fmt.Fprintf(os.Stderr, "bench: %s took %v\n", t.title, time.Since(begin).Round(time.Second))
+	}
+}
+
+// header says when, where and what was measured.
+func header(w io.Writer, cfg Config) {
+	fi, _ := os.Stat(cfg.Lockrun)
+	var size int64
+	if fi != nil {
+		size = fi.Size()
+	}
+	fmt.Fprintf(w, "Measured %s on %d CPUs, %s, loopback; lockrun binary %.1f MiB (%s); %s.\n\n",
+		time.Now().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), osName(), float64(size)/(1<<20), cfg.Lockrun, peerVersions())
+}
+
+// osName is PRETTY_NAME from /etc/os-release.
+func osName() string {
+	b, _ := os.ReadFile("/etc/os-release")
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "PRETTY_NAME="); ok {
+			return strings.Trim(v, `"`)
+		}
+	}
+	return runtime.GOOS
+}
+
+// peerVersions names the versions of the servers and peer tools.
+func peerVersions() string {
+	var out []string
+	for _, argv := range [][]string{{"redis-server", "--version"}, {"etcd", "--version"}, {"flock", "--version"}} {
+		b, err := exec.Command(argv[0], argv[1:]...).Output()
+		if err == nil {
+			out = append(out, strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
+		}
+	}
+	return strings.Join(out, "; ")
+}

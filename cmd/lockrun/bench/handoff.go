@@ -1,0 +1,106 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// queueLen is how many waiters queue behind the holder in the hand-off
+// measure.
+const queueLen = 5
+
+// handoff times the hand-off, one command's end to the next one's start,
+// with waiters blocked in the tool's own wait, against the floor: a shell
+// starting the same commands one after the other, with no lock.
+func (e *env) handoff(tgs []target) *table {
+	rounds := e.samplesOf(20)
+	t := &table{
+		title: "2. Hand-off: the holder's command exits → the next waiter's command starts",
+		note: fmt.Sprintf("p50 (p99) of %d hand-offs per tool: %d rounds of a holder and %d waiters queued in their wait "+
+			"(`--wait` for lockrun), lockrun and the peer in turn. The floor is `sh` starting the same stamp command "+
+			"right after the last one, without a lock; the round trip is one request from a Go client to the server.",
+			rounds*queueLen, rounds, queueLen),
+		head: []string{"backend", "round trip", "floor (no lock)", "peer", "peer", "lockrun", "lockrun / peer", "lockrun − floor"},
+	}
+	for _, tg := range tgs {
+		var floor, peer, lr samples
+		tools, results := []tool{tg.lockrun, tg.peer}, []*samples{&lr, &peer}
+		for round := range rounds {
+			floor = append(floor, e.floorChain()...)
+			for i := range tools {
+				j := (i + round) % len(tools) // lockrun first one round, the peer the next
+				c, err := e.runChain(tools[j], queueLen, nil)
+				if err != nil {
+					e.tb.Fatal(err)
+				}
+				*results[j] = append(*results[j], c.handoffs...)
+			}
+		}
+		var rtt time.Duration
+		if tg.rtt != nil {
+			rtt = tg.rtt()
+		}
+		t.add(tg.name, ms(rtt), ms(floor.p50()), "`"+tg.peer.name+"`", p50p99(peer), p50p99(lr),
+			durRatio(lr.p50(), peer.p50()), ms(lr.p50()-floor.p50()))
+	}
+	return t
+}
+
+// floorChain runs queueLen+1 stamps one after the other in one shell and
+// returns the gaps between them.
+func (e *env) floorChain() samples {
+	log := filepath.Join(e.dir, e.key("floor")+".log")
+	script := strings.Repeat(e.stamp+" -log "+log+" >/dev/null; ", queueLen+1)
+	if _, err := timed([]string{"sh", "-c", script}); err != nil {
+		e.tb.Fatal(err)
+	}
+	c, err := drained(log, queueLen, 0, nil)
+	if err != nil {
+		e.tb.Fatal(err)
+	}
+	return c.handoffs
+}
+
+// scaling drains queues of 1, 10 and 100 waiters: the hand-off, the server
+// requests and the waiters' wake-ups per hand-off should not grow with the
+// queue.
+func (e *env) scaling(tgs []target) *table {
+	sizes := []int{1, 10, 100}
+	if e.short {
+		sizes = sizes[:2]
+	}
+	t := &table{
+		title: "6. Scaling: hand-offs with 1, 10 and 100 waiting",
+		note: "One holder and N waiters queued, then drained. p50 hand-off; server requests per hand-off " +
+			"(redis: commands clients sent, not those run by scripts; etcd: gRPC messages received); " +
+			"wake-ups: context switches of a waiting tool process per hand-off it waited through " +
+			"(the slope over the queue: ~0 when only the next in line wakes, more with a herd or a poll).",
+		head: []string{"backend", "waiting", "peer", "peer p50", "peer req/hand-off", "peer wake-ups", "lockrun p50", "lockrun req/hand-off", "lockrun wake-ups"},
+	}
+	for _, tg := range tgs {
+		for _, n := range sizes {
+			row := []string{tg.name, fmt.Sprint(n), "`" + tg.peer.name + "`"}
+			for _, tl := range []tool{tg.peer, tg.lockrun} {
+				c, err := e.runChain(tl, n, tg.served)
+				if err != nil {
+					e.tb.Fatal(err)
+				}
+				req, wake := "—", "—"
+				if tg.served != nil {
+					req = num(round1(float64(c.requests) / float64(n)))
+				}
+				if n > 1 {
+					wake = num(round1(c.slope))
+				}
+				row = append(row, ms(c.handoffs.p50()), req, wake)
+			}
+			t.add(row...)
+		}
+	}
+	return t
+}
+
+func round1(v float64) float64 { return math.Round(v*10) / 10 }
