@@ -25,6 +25,8 @@ import (
 // carry the heartbeat's tighter deadline.
 const statementTimeout = 5 * time.Second
 
+var _ backend.Backend = (*Backend)(nil)
+
 // Backend keeps locks in a PostgreSQL table. It is safe for concurrent use.
 type Backend struct {
 	addr   string // the URL without secrets, for messages
@@ -95,27 +97,37 @@ func (b *Backend) Acquire(ctx context.Context, key string, o backend.AcquireOpti
 	return l, nil
 }
 
-// tryAcquire runs the acquire statement once on c. It returns a
-// *backend.HeldError, which carries the holder's time left, when the lock
-// is taken.
+// raceRetries bounds how often tryAcquire asks again after losing a race
+// to a concurrent acquirer: each retry sees that acquirer's commit.
+const raceRetries = 3
+
+// tryAcquire runs the acquire statement on c until it is decisive: the
+// lock is ours, or a live holder is named. It returns a *backend.HeldError
+// when the lock is taken; its TTL is the holder's time left.
 func (b *Backend) tryAcquire(ctx context.Context, c *pgx.Conn, key string, o backend.AcquireOptions) (*lease, error) {
 	ttl := roundUp(o.TTL)
-	var st backend.Status
-	var left int64
-	var start time.Time
-	err := b.retryMissingTable(ctx, c, func() error {
-		start = time.Now()
-		return c.QueryRow(ctx, b.sql.acquire, key, o.Holder, o.RunID, ttl.Microseconds()).
-			Scan(&st.Token, &st.Holder, &st.RunID, &left)
-	})
-	if err != nil {
-		return nil, err
+	st := backend.Status{Key: key, Held: true}
+	for range raceRetries {
+		var left int64
+		var start time.Time
+		err := b.retryMissingTable(ctx, c, func() error {
+			start = time.Now()
+			return c.QueryRow(ctx, b.sql.acquire, key, o.Holder, o.RunID, ttl.Microseconds()).
+				Scan(&st.Token, &st.Holder, &st.RunID, &left)
+		})
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			continue // a concurrent first acquirer of the key won
+		case err != nil:
+			return nil, err
+		case st.RunID == o.RunID:
+			return &lease{b: b, key: key, runID: o.RunID, token: st.Token, ttl: ttl, start: start}, nil
+		case left > 0:
+			st.TTL = time.Duration(left) * time.Microsecond
+			return nil, &backend.HeldError{Status: st}
+		}
 	}
-	if st.RunID != o.RunID {
-		st.Key, st.Held, st.TTL = key, true, time.Duration(left)*time.Microsecond
-		return nil, &backend.HeldError{Status: st}
-	}
-	return &lease{b: b, key: key, runID: o.RunID, token: st.Token, ttl: ttl, start: start}, nil
+	return nil, &backend.HeldError{Status: backend.Status{Key: key, Held: true}}
 }
 
 // Inspect reads the key's row; a key never taken is free with token 0.
@@ -196,5 +208,7 @@ func (b *Backend) fail(what string, err error) error {
 // per host in a failed connection's message.
 type oneLine struct{ err error }
 
-func (e oneLine) Error() string { return strings.ReplaceAll(e.err.Error(), "\n\t", "; ") }
+func (e oneLine) Error() string {
+	return strings.NewReplacer(":\n\t", " ", "\n\t", "; ").Replace(e.err.Error())
+}
 func (e oneLine) Unwrap() error { return e.err }

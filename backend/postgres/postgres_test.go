@@ -90,6 +90,16 @@ func TestTokensGrowAcrossForceRelease(t *testing.T) {
 	}
 }
 
+// A release must wake the first waiter in line, not every waiter: a herd
+// would cost at least one statement per waiter and hand-off.
+func TestReleaseWakesOnlyTheFrontWaiter(t *testing.T) {
+	const waiters = 24
+	_, stmts := handOff(t, pgtest.Isolated(t, pgtest.Shared()), waiters, 40)
+	if stmts > waiters/2 {
+		t.Errorf("%.1f statements per hand-off with %d waiters: they are woken in a herd", stmts, waiters)
+	}
+}
+
 func TestTokensNeverFallBelowTheServerClock(t *testing.T) {
 	base := pgtest.Isolated(t, pgtest.Shared())
 	before := backend.Token(time.Now().Add(-time.Second).UnixMicro())

@@ -3,6 +3,7 @@ package postgres
 import (
 	"crypto/sha256"
 	_ "embed" // the SQL lives in sql/*.sql
+	"encoding/binary"
 	"encoding/hex"
 	"strings"
 
@@ -22,6 +23,8 @@ var (
 	forceReleaseSQL string
 	//go:embed sql/inspect.sql
 	inspectSQL string
+	//go:embed sql/queue.sql
+	queueSQL string
 )
 
 // statements are the backend's SQL with the lease table's quoted name
@@ -51,4 +54,13 @@ func newStatements(table pgx.Identifier) statements {
 func channel(table pgx.Identifier, key string) string {
 	sum := sha256.Sum256([]byte(table.Sanitize() + "\x00" + key))
 	return "lockrun_" + hex.EncodeToString(sum[:16])
+}
+
+// queueID is the advisory lock that orders the waiters of one key in one
+// table. It shares the server's advisory lock space with applications; a
+// 64-bit hash makes a clash with their ids unlikely, and a clash would only
+// delay waiting, never grant a lease.
+func queueID(table pgx.Identifier, key string) int64 {
+	sum := sha256.Sum256([]byte("queue\x00" + table.Sanitize() + "\x00" + key))
+	return int64(binary.BigEndian.Uint64(sum[:8]))
 }

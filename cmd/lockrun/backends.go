@@ -8,6 +8,7 @@ import (
 
 	"github.com/lockrun/lockrun/backend"
 	"github.com/lockrun/lockrun/backend/file"
+	"github.com/lockrun/lockrun/backend/postgres"
 )
 
 // openBackend opens the backend that raw names by its scheme; an empty raw
@@ -28,10 +29,13 @@ func openBackend(ctx context.Context, raw string) (backend.Backend, error) {
 	case "file":
 		b, err := file.OpenURL(u)
 		return b, wrapURL(raw, err)
+	case "postgres", "postgresql":
+		b, err := postgres.OpenURL(ctx, u)
+		return b, wrapURL(raw, err)
 	case "":
 		return nil, usagef("--backend %s: missing scheme: use file:///dir", backend.Redact(raw))
 	}
-	return nil, usagef("--backend %s: unknown scheme %q: use file", backend.Redact(raw), u.Scheme)
+	return nil, usagef("--backend %s: unknown scheme %q: use file, postgres", backend.Redact(raw), u.Scheme)
 }
 
 // wrapURL names the (redacted) URL in an error from opening it.

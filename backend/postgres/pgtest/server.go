@@ -113,7 +113,7 @@ func (s *Server) start() {
 	}
 	defer log.Close()
 	cmd := s.command(filepath.Join(s.bin, "postgres"), "-D", s.path("data"), "-p", strconv.Itoa(s.port),
-		"-k", s.path("data"), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off")
+		"-k", s.path("data"), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "max_connections=300")
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	if err := cmd.Start(); err != nil {

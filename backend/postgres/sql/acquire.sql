@@ -4,19 +4,32 @@
 -- the server's clock in microseconds, so that a restored backup or a
 -- re-created table cannot hand out a token again.
 --
--- A held row is rewritten unchanged: the update locks the row and returns
--- its latest version, so a loser learns the current holder and its time
--- left in the same round trip, even when the winner committed a moment
--- ago. now() is the statement's start on the server, later than the moment
--- the client sent it: leases last at least their TTL from the client's
--- send time.
-INSERT INTO {{table}} AS l (key, token, holder, run_id, expires_at)
-VALUES ($1, greatest(1, (extract(epoch FROM now()) * 1000000)::bigint), $2, $3,
-        now() + $4::bigint * interval '1 microsecond')
-ON CONFLICT (key) DO UPDATE SET
-    token      = CASE WHEN l.expires_at <= now() THEN greatest(l.token + 1, excluded.token) ELSE l.token END,
-    holder     = CASE WHEN l.expires_at <= now() THEN excluded.holder ELSE l.holder END,
-    run_id     = CASE WHEN l.expires_at <= now() THEN excluded.run_id ELSE l.run_id END,
-    expires_at = CASE WHEN l.expires_at <= now() THEN excluded.expires_at ELSE l.expires_at END
-RETURNING token, holder, run_id,
+-- Returns the row as it now is: ours when taken, else the holder with its
+-- microseconds left. When the statement's snapshot already shows a live
+-- holder nothing is written or locked, so a crowd of waiters woken by one
+-- release costs reads, not a convoy of row locks and commits. When the
+-- snapshot shows the lock free but a concurrent statement takes it first,
+-- the upsert's WHERE fails on the newer row and the stale row is returned:
+-- the caller sees a lock that is neither ours nor live, and asks again.
+--
+-- now() is the statement's start on the server, later than the moment the
+-- client sent it: leases last at least their TTL from the client's send
+-- time.
+WITH snapshot AS (
+    SELECT token, holder, run_id, expires_at FROM {{table}} WHERE key = $1
+), taken AS (
+    INSERT INTO {{table}} AS l (key, token, holder, run_id, expires_at)
+    SELECT $1, greatest(1, (extract(epoch FROM now()) * 1000000)::bigint), $2, $3,
+           now() + $4::bigint * interval '1 microsecond'
+    WHERE NOT EXISTS (SELECT FROM snapshot WHERE expires_at > now())
+    ON CONFLICT (key) DO UPDATE SET
+        token      = greatest(l.token + 1, excluded.token),
+        holder     = excluded.holder,
+        run_id     = excluded.run_id,
+        expires_at = excluded.expires_at
+    WHERE l.expires_at <= now()
+    RETURNING token, holder, run_id, expires_at
+)
+SELECT token, holder, run_id,
     (extract(epoch FROM greatest(expires_at, now()) - now()) * 1000000)::bigint
+FROM (SELECT * FROM taken UNION ALL SELECT * FROM snapshot WHERE NOT EXISTS (SELECT FROM taken)) AS lock_row
