@@ -3,8 +3,9 @@
 // key's fencing counter, the holder, its run id and an expiry on the
 // server's clock. Every operation is one autocommitted statement, so no
 // session state is kept between statements and the backend works through a
-// transaction-pooling PgBouncer. Waiters LISTEN on a channel per key and
-// are woken by the NOTIFY that a release sends in the same statement.
+// transaction-pooling PgBouncer. Waiters queue in order of arrival; the one
+// at the front LISTENs on the key's channel and is woken by the NOTIFY that
+// a release sends in the same statement.
 package postgres
 
 import (
@@ -75,7 +76,7 @@ func (b *Backend) Init(ctx context.Context) error {
 }
 
 // Acquire takes the lock in one statement; see sql/acquire.sql. With
-// o.Wait it waits on the key's channel, see acquireWaiting.
+// o.Wait it joins the key's waiting line; see acquireWaiting.
 func (b *Backend) Acquire(ctx context.Context, key string, o backend.AcquireOptions) (backend.Lease, error) {
 	if err := backend.ValidateKey(key); err != nil {
 		return nil, err
