@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/lockrun/lockrun/backend/backendtest"
 	"github.com/lockrun/lockrun/runner/procfs"
 )
 
@@ -38,7 +39,7 @@ func Start(t testing.TB) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{t: t, bin: bin, port: freePort(t)}
+	s := &Server{t: t, bin: bin, port: backendtest.FreePort(t)}
 	if s.dir, err = os.MkdirTemp("", "pgtest-"); err != nil {
 		t.Fatal(err)
 	}
@@ -185,14 +186,4 @@ func binDir() (string, error) {
 		}
 	}
 	return "", fmt.Errorf("pgtest: no PostgreSQL server binaries in /usr/lib/postgresql/*/bin: run .ci/services.sh")
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
