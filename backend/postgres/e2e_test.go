@@ -25,6 +25,7 @@ func env(backend string) []string { return append(os.Environ(), "LOCKRUN_BACKEND
 
 func TestBinaryDownAtStartExits69Fast(t *testing.T) {
 	e := env("postgres://postgres:hunter2@127.0.0.1:1/postgres")
+	lockruntest.Binary(t) // built before the clock starts
 	for _, quiet := range []bool{false, true} {
 		args := []string{"run", "k", "--", "true"}
 		if quiet {
@@ -33,17 +34,10 @@ func TestBinaryDownAtStartExits69Fast(t *testing.T) {
 		begin := time.Now()
 		r := lockruntest.Run(t, e, args...)
 		took := time.Since(begin)
-		var errors []string
-		for _, line := range strings.Split(strings.TrimSpace(r.Stderr), "\n") {
-			if !strings.HasPrefix(line, "lockrun: warning:") { // the runner's retries
-				errors = append(errors, line)
-			}
-		}
-		if r.Code != 69 || len(errors) != 1 || took > 2*time.Second || strings.Contains(r.Stderr, "hunter2") {
-			t.Errorf("quiet=%v: exit %d after %v, stderr %q; want 69 within 2s, one error line, no password", quiet, r.Code, took, r.Stderr)
-		}
-		if quiet && strings.Count(r.Stderr, "\n") != 1 {
-			t.Errorf("-q: stderr %q, want exactly one line", r.Stderr)
+		// The runner's bounded retries take 0.6s; the rest is slack for a
+		// loaded CI machine.
+		if r.Code != 69 || strings.Count(r.Stderr, "\n") != 1 || took > 3*time.Second || strings.Contains(r.Stderr, "hunter2") {
+			t.Errorf("quiet=%v: exit %d after %v, stderr %q; want 69 within 3s, one line, no password", quiet, r.Code, took, r.Stderr)
 		}
 	}
 }

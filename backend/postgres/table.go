@@ -12,6 +12,7 @@ import (
 const (
 	codeUniqueViolation = "23505"
 	codeDuplicateTable  = "42P07"
+	codeDuplicateObject = "42710"
 	codeUndefinedTable  = "42P01"
 )
 
@@ -31,12 +32,13 @@ func (b *Backend) retryMissingTable(ctx context.Context, c *pgx.Conn, f func() e
 }
 
 // createTable runs CREATE TABLE IF NOT EXISTS. Two sessions that run it at
-// once can both find the table missing; the loser then fails on a unique
-// index of the catalog (pg_type or pg_class) once the winner commits, so
-// that failure means the table now exists.
+// once can both find the table missing; the loser then fails once the
+// winner commits, on a unique index of the catalog (pg_type or pg_class)
+// or on the table's row type, so that failure means the table now exists.
 func (b *Backend) createTable(ctx context.Context, c *pgx.Conn) error {
 	_, err := c.Exec(ctx, b.sql.create)
-	if pgCode(err) == codeUniqueViolation || pgCode(err) == codeDuplicateTable {
+	switch pgCode(err) {
+	case codeUniqueViolation, codeDuplicateTable, codeDuplicateObject:
 		return nil
 	}
 	return err
