@@ -17,7 +17,7 @@ import (
 // is the embedded file backend in its default directory.
 func openBackend(ctx context.Context, raw string) (backend.Backend, error) {
 	if raw == "" {
-		return file.Open(file.DefaultDir())
+		return file.OpenDefault()
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
