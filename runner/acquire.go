@@ -47,7 +47,7 @@ func acquire(ctx context.Context, job Job, sigs <-chan os.Signal) (backend.Lease
 			return nil, acquireError(job, cause)
 		}
 		if errors.Is(err, backend.ErrUnavailable) && attempt < connectAttempts {
-			job.Log.Warn("backend unavailable; retrying", "attempt", attempt, "err", err)
+			job.Log.Debug("backend unavailable; retrying", "attempt", attempt, "err", err)
 			select {
 			case <-time.After(backoff):
 				backoff = min(2*backoff, 5*time.Second)

@@ -127,7 +127,13 @@ func lockFiles(lease backend.Lease) []*os.File {
 // context may be over. Failing to release is logged, not fatal: the lease
 // expires on its own within its TTL.
 func release(job Job, lease backend.Lease, lost bool, log *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), min(job.Policy.TTL, 10*time.Second))
+	// A lost lease is given back on a short deadline: the backend is likely
+	// unreachable, and the lease expires by itself anyway.
+	limit := min(job.Policy.TTL, 10*time.Second)
+	if lost {
+		limit = min(job.Policy.TTL/4, time.Second)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	err := lease.Release(ctx)
 	switch {

@@ -42,26 +42,12 @@ func (b *Backend) Close() error { return nil }
 
 func (b *Backend) path(key string) string { return filepath.Join(b.dir, key+".lock") }
 
-// open opens the key's lock file, creating it readable and writable by
-// everyone who can reach the directory: sharing locks between users is the
-// point of a shared directory, and the directory's mode is what restricts.
+// open opens the key's lock file, creating it when missing.
 func (b *Backend) open(key string) (*os.File, error) {
 	if err := backend.ValidateKey(key); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(b.path(key), os.O_RDWR|os.O_CREATE, 0o666)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
-	}
-	if fi, err := f.Stat(); err == nil && fi.Mode().Perm() != 0o666 && isOwner(fi) {
-		_ = f.Chmod(0o666) // undo the umask of whoever created it
-	}
-	return f, nil
-}
-
-func isOwner(fi os.FileInfo) bool {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && int(st.Uid) == os.Geteuid()
+	return openLock(b.path(key), false, true)
 }
 
 // Acquire takes the flock on the key's file, then issues the next token.
@@ -81,7 +67,10 @@ func (b *Backend) Acquire(ctx context.Context, key string, o backend.AcquireOpti
 			st, _ := b.status(key, f)
 			return nil, &backend.HeldError{Status: st}
 		}
-		return nil, fmt.Errorf("locking %s: %w", f.Name(), err)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("waiting for %s: %w", f.Name(), err)
+		}
+		return nil, fmt.Errorf("%w: locking %s: %w", backend.ErrUnavailable, f.Name(), err)
 	}
 	l, err := b.grant(key, f, o, start)
 	if err != nil {

@@ -2,6 +2,7 @@ package file
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -44,8 +45,12 @@ func (l *lease) check() error {
 	if err := syscall.Fstat(int(l.f.Fd()), &held); err != nil {
 		return fmt.Errorf("%w: %s: %w", backend.ErrUnavailable, l.path, err)
 	}
-	if err := syscall.Stat(l.path, &named); err != nil || named.Ino != held.Ino || named.Dev != held.Dev {
+	err := syscall.Stat(l.path, &named)
+	switch {
+	case errors.Is(err, syscall.ENOENT), err == nil && (named.Ino != held.Ino || named.Dev != held.Dev):
 		return fmt.Errorf("%w: %s was deleted or replaced while locked", backend.ErrLost, l.path)
+	case err != nil:
+		return fmt.Errorf("%w: %s: %w", backend.ErrUnavailable, l.path, err)
 	}
 	if readRevoked(l.f) == l.rec.RunID {
 		return fmt.Errorf("%w: %s: run %s was force-released", backend.ErrLost, l.path, l.rec.RunID)

@@ -3,6 +3,7 @@ package file
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -16,7 +17,13 @@ import (
 // the flock, without taking it: a test lock could make a concurrent
 // acquirer see a busy lock that is in fact free.
 func (b *Backend) Inspect(ctx context.Context, key string) (backend.Status, error) {
-	f, err := b.open(key)
+	if err := backend.ValidateKey(key); err != nil {
+		return backend.Status{}, err
+	}
+	f, err := openLock(b.path(key), true, false)
+	if errors.Is(err, errMissing) {
+		return backend.Status{Key: key}, nil
+	}
 	if err != nil {
 		return backend.Status{}, err
 	}
@@ -44,7 +51,13 @@ func (b *Backend) status(key string, f *os.File) (backend.Status, error) {
 // ErrLost, it stops its command and drops the flock. The token is left as
 // is, so the next holder's is higher.
 func (b *Backend) ForceRelease(ctx context.Context, key string) error {
-	f, err := b.open(key)
+	if err := backend.ValidateKey(key); err != nil {
+		return err
+	}
+	f, err := openLock(b.path(key), false, false)
+	if errors.Is(err, errMissing) {
+		return nil // never taken: nothing to break
+	}
 	if err != nil {
 		return err
 	}

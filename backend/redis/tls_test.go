@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/backend/backendtest"
 	"github.com/lockrun/lockrun/backend/redis/redistest"
 )
 
@@ -25,7 +26,7 @@ import (
 func TestTLS(t *testing.T) {
 	dir := t.TempDir()
 	ca := writeCerts(t, dir)
-	port := strconv.Itoa(redistest.FreePort(t))
+	port := strconv.Itoa(backendtest.FreePort(t))
 	redistest.Start(t, "--tls-port", port,
 		"--tls-cert-file", filepath.Join(dir, "server.pem"), "--tls-key-file", filepath.Join(dir, "server.key"),
 		"--tls-ca-cert-file", ca, "--tls-auth-clients", "yes")

@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/backend/backendtest"
 	"github.com/lockrun/lockrun/backend/redis/redistest"
 )
 
@@ -153,7 +154,7 @@ func TestFrozenServerFailsCallsByTheirDeadline(t *testing.T) {
 
 // A server that is down fails OpenURL after a short retry.
 func TestServerDownIsUnavailableAtOpen(t *testing.T) {
-	port := redistest.FreePort(t)
+	port := backendtest.FreePort(t)
 	begin := time.Now()
 	_, err := tryOpen(fmt.Sprintf("redis://u:hunter2@127.0.0.1:%d/0", port))
 	if !errors.Is(err, backend.ErrUnavailable) || time.Since(begin) > time.Second {

@@ -46,7 +46,9 @@ func oneKey(c *cli.Context) (string, error) {
 	return key, nil
 }
 
-func (st *state) status(c *cli.Context) error {
+// withKey runs an admin command's action on its KEY argument and an open
+// backend.
+func (st *state) withKey(c *cli.Context, action func(b backend.Backend, key string) error) error {
 	if _, err := st.logTo(st.stderr, c.String("log-format"), c.Bool("quiet"), false); err != nil {
 		return err
 	}
@@ -59,18 +61,24 @@ func (st *state) status(c *cli.Context) error {
 		return err
 	}
 	defer b.Close()
-	s, err := b.Inspect(c.Context, key)
-	if err != nil {
+	return action(b, key)
+}
+
+func (st *state) status(c *cli.Context) error {
+	return st.withKey(c, func(b backend.Backend, key string) error {
+		s, err := b.Inspect(c.Context, key)
+		if err != nil {
+			return err
+		}
+		if c.Bool("json") {
+			return json.NewEncoder(st.stdout).Encode(map[string]any{
+				"key": s.Key, "held": s.Held, "holder": s.Holder, "run_id": s.RunID,
+				"token": uint64(s.Token), "ttl_ms": s.TTL.Milliseconds(),
+			})
+		}
+		_, err = fmt.Fprintln(st.stdout, describe(s))
 		return err
-	}
-	if c.Bool("json") {
-		return json.NewEncoder(st.stdout).Encode(map[string]any{
-			"key": s.Key, "held": s.Held, "holder": s.Holder, "run_id": s.RunID,
-			"token": uint64(s.Token), "ttl_ms": s.TTL.Milliseconds(),
-		})
-	}
-	_, err = fmt.Fprintln(st.stdout, describe(s))
-	return err
+	})
 }
 
 // describe is one line about a lock, for people.
@@ -89,17 +97,7 @@ func describe(s backend.Status) string {
 }
 
 func (st *state) release(c *cli.Context) error {
-	if _, err := st.logTo(st.stderr, c.String("log-format"), c.Bool("quiet"), false); err != nil {
-		return err
-	}
-	key, err := oneKey(c)
-	if err != nil {
-		return err
-	}
-	b, err := openBackend(c.Context, c.String("backend"))
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	return b.ForceRelease(c.Context, key)
+	return st.withKey(c, func(b backend.Backend, key string) error {
+		return b.ForceRelease(c.Context, key)
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/lockrun/lockrun/backend"
 	"github.com/lockrun/lockrun/backend/etcd"
 	"github.com/lockrun/lockrun/backend/file"
+	"github.com/lockrun/lockrun/backend/postgres"
 	"github.com/lockrun/lockrun/backend/redis"
 )
 
@@ -16,7 +17,7 @@ import (
 // is the embedded file backend in its default directory.
 func openBackend(ctx context.Context, raw string) (backend.Backend, error) {
 	if raw == "" {
-		return file.Open(file.DefaultDir())
+		return file.OpenDefault()
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -36,10 +37,13 @@ func openBackend(ctx context.Context, raw string) (backend.Backend, error) {
 	case "etcd", "etcds":
 		b, err := etcd.OpenURL(ctx, u)
 		return b, wrapURL(raw, err)
+	case "postgres", "postgresql":
+		b, err := postgres.OpenURL(ctx, u)
+		return b, wrapURL(raw, err)
 	case "":
 		return nil, usagef("--backend %s: missing scheme: use file:///dir", backend.Redact(raw))
 	}
-	return nil, usagef("--backend %s: unknown scheme %q: use file, redis, rediss, etcd or etcds", backend.Redact(raw), u.Scheme)
+	return nil, usagef("--backend %s: unknown scheme %q: use file, redis, rediss, etcd, etcds, postgres or postgresql", backend.Redact(raw), u.Scheme)
 }
 
 // wrapURL names the (redacted) URL in an error from opening it.

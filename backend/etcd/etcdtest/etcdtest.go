@@ -12,7 +12,6 @@ package etcdtest
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -23,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockrun/lockrun/backend/backendtest"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -66,7 +66,7 @@ func start(t testing.TB, c *Certs) *Server {
 	if _, err := os.Stat(Binary); err != nil {
 		t.Fatalf("etcd server not installed (%v): run .ci/services.sh (apt-get install etcd-server)", err)
 	}
-	s := &Server{t: t, dir: t.TempDir(), client: freePort(t), peer: freePort(t), certs: c}
+	s := &Server{t: t, dir: t.TempDir(), client: backendtest.FreePort(t), peer: backendtest.FreePort(t), certs: c}
 	t.Cleanup(s.Stop)
 	s.launch()
 	return s
@@ -222,18 +222,6 @@ func (s *Server) ready(exited <-chan error) error {
 			return err
 		}
 	}
-}
-
-// freePort asks the kernel for a free loopback port. Another process may
-// take it before etcd binds it; that is rare, and fails the test loudly.
-func freePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 func tail(b []byte, n int) []byte {

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lockrun/lockrun/backend/backendtest"
 )
 
 // startTimeout bounds how long a server may take to answer PING.
@@ -41,7 +43,7 @@ func Start(t testing.TB, extra ...string) *Server {
 	s := &Server{t: t, dir: t.TempDir(), extra: extra}
 	var err error
 	for range 3 { // another process may take the port between probe and bind
-		s.port = FreePort(t)
+		s.port = backendtest.FreePort(t)
 		if err = s.start(); err == nil {
 			t.Cleanup(s.kill)
 			return s
@@ -49,17 +51,6 @@ func Start(t testing.TB, extra ...string) *Server {
 	}
 	t.Fatalf("starting redis-server: %v", err)
 	return nil
-}
-
-// FreePort returns a loopback TCP port that was free a moment ago.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // Addr is the server's host:port.

@@ -33,7 +33,7 @@ type Case struct {
 	Mode        string        // the command's mode, see ChildMain
 	Hold        time.Duration // how long each command runs
 	Competitors int
-	MayOverlap  bool // the fault freezes the holder's whole machine
+	MayOverlap  bool          // the fault freezes the holder's whole machine
 	MustLose    bool          // the fault must make some lockrun exit 76
 	MinDuration time.Duration // shortest run in which the fault can bite
 	Fault       func(ctx context.Context, a *attack)
@@ -78,7 +78,9 @@ func latency(ctx context.Context, a *attack) {
 	hb := a.tg.TTL / 3
 	a.tg.Proxy.SetLatency(netproxy.Both, hb/8)
 	sleep(ctx, a.duration/2)
-	if _, _, err := a.fleet.Holder(ctx); err != nil {
+	// A command that just started, so that it still runs when the
+	// slowed renewals fail.
+	if _, _, err := a.fleet.HolderSince(ctx, time.Now()); err != nil {
 		return
 	}
 	a.phase = time.Now()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lockrun/lockrun/backend/backendtest/netproxy"
 	"github.com/lockrun/lockrun/backend/etcd/etcdtest"
+	"github.com/lockrun/lockrun/backend/postgres/pgtest"
 	"github.com/lockrun/lockrun/backend/redis/redistest"
 	"github.com/lockrun/lockrun/cmd/lockrun/lockruntest"
 )
@@ -70,9 +71,12 @@ func targets(t *testing.T) []Target {
 	rp := netproxy.Start(t, rs.Addr())
 	es := etcdtest.Start(t)
 	ep := netproxy.Start(t, es.Addr())
+	ps := pgtest.Start(t)
+	pp := netproxy.Start(t, ps.Addr())
 	return []Target{
 		{Name: "file", URL: "file://" + t.TempDir(), TTL: time.Second},
 		{Name: "redis", URL: "redis://" + rp.Addr() + "/0", Proxy: rp, Server: rs, TTL: time.Second},
 		{Name: "etcd", URL: "etcd://" + ep.Addr(), Proxy: ep, Server: es, TTL: time.Second},
+		{Name: "postgres", URL: pgtest.WithHost(t, ps.URL(), pp.Addr()), Proxy: pp, Server: ps, TTL: time.Second},
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -122,7 +123,7 @@ func (f *Fleet) read(a *Attempt, r interface{ Read([]byte) (int, error) }) {
 			f.mu.Lock()
 			a.Token, a.Acquired = tok, rec.Time
 			f.mu.Unlock()
-		} else if rec.Level != "DEBUG" {
+		} else if rec.Level != "DEBUG" || strings.Contains(line, "too late to run") {
 			f.note(a, line)
 		}
 	}
@@ -146,14 +147,19 @@ func (f *Fleet) Attempts() []Attempt {
 }
 
 // Holder waits until some lockrun holds the lock and its command has
-// started, and returns that lockrun and the command's pid.
+// started, and returns that lockrun and the command's run.
 func (f *Fleet) Holder(ctx context.Context) (Attempt, life, error) {
+	return f.HolderSince(ctx, time.Time{})
+}
+
+// HolderSince is Holder for a command that started after since.
+func (f *Fleet) HolderSince(ctx context.Context, since time.Time) (Attempt, life, error) {
 	for ctx.Err() == nil {
 		for _, a := range f.Attempts() {
 			if a.Token == 0 || a.Exit != -1 {
 				continue
 			}
-			if l, ok := f.Oracle.lifeOf(a.Token); ok && l.end.IsZero() {
+			if l, ok := f.Oracle.lifeOf(a.Token); ok && l.end.IsZero() && l.start.After(since) {
 				return a, l, nil
 			}
 		}

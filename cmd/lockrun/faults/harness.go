@@ -101,7 +101,7 @@ func judge(r *Result, c Case, a *attack, attempts []Attempt) {
 		r.failf("%d runs and %d losses without a fault", r.Runs, r.LostExits)
 	}
 	if c.Name == "5-slow-acquire-reply" && (r.Runs > 0 || r.Refusals == 0 && !anyExit(attempts, 69)) {
-		r.failf("%d commands started on grants that came after the TTL; %d refusals", r.Runs, r.Refusals)
+		r.failf("%d commands started on grants that came after the TTL; %d refusals; exits %v", r.Runs, r.Refusals, exits(attempts))
 	}
 	if !a.phase.IsZero() {
 		for _, at := range attempts {
@@ -116,6 +116,15 @@ func judge(r *Result, c Case, a *attack, attempts []Attempt) {
 			r.failf("lockrun %d ended with %d: %v", at.PID, at.Exit, at.Log)
 		}
 	}
+}
+
+// exits counts the attempts by exit status.
+func exits(attempts []Attempt) map[int]int {
+	m := make(map[int]int)
+	for _, a := range attempts {
+		m[a.Exit]++
+	}
+	return m
 }
 
 func anyExit(attempts []Attempt, code int) bool {

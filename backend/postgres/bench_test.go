@@ -1,0 +1,137 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lockrun/lockrun/backend/postgres/pgtest"
+)
+
+func BenchmarkAcquireRelease(b *testing.B) {
+	be := open(b, pgtest.Isolated(b, pgtest.Shared()))
+	o := opts("h")
+	for b.Loop() {
+		l, err := be.Acquire(b.Context(), "k", o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Release(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkRenew(b *testing.B) {
+	be := open(b, pgtest.Isolated(b, pgtest.Shared()))
+	l, err := be.Acquire(b.Context(), "k", opts("h"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if err := l.Renew(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkHandoff measures the time from a holder's Release call to the
+// next waiter's Acquire returning, with 1, 10 and 100 waiters queued on one
+// key, and the statements all clients send per hand-off. It runs on a
+// private server, since 100 waiters need 100 sessions.
+func BenchmarkHandoff(b *testing.B) {
+	srv := pgtest.Start(b)
+	for _, waiters := range []int{1, 10, 100} {
+		b.Run(fmt.Sprintf("waiters=%d", waiters), func(b *testing.B) {
+			benchHandoff(b, pgtest.Isolated(b, srv.URL()), waiters)
+		})
+	}
+}
+
+func benchHandoff(b *testing.B, raw string, waiters int) {
+	b.ResetTimer()
+	lat, stmts := handOff(b, raw, waiters, b.N)
+	b.StopTimer()
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+	b.ReportMetric(stmts, "stmts/handoff")
+}
+
+// handOff has waiters+1 clients take the lock on one key n times in turn,
+// and returns the sorted hand-off latencies and the statements that all
+// clients sent per hand-off.
+func handOff(tb testing.TB, raw string, waiters, n int) ([]time.Duration, float64) {
+	var stmts atomic.Int64
+	h := &handoffs{left: n, grants: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range waiters + 1 { // one holds, the others wait
+		be := open(tb, raw)
+		be.conns.cfg.Tracer = counter{&stmts}
+		wg.Go(func() { h.take(ctx, cancel, be, fmt.Sprint("w", i)) })
+	}
+	wg.Wait()
+	slices.Sort(h.lat)
+	return h.lat, float64(stmts.Load()) / float64(len(h.lat))
+}
+
+// handoffs has clients take turns on one key until left turns are done.
+// A client that released rejoins the queue only after the next grant, so
+// that every measured grant is a hand-off to a waiter.
+type handoffs struct {
+	mu       sync.Mutex
+	left     int
+	released time.Time
+	lat      []time.Duration
+	grants   chan struct{} // closed and replaced at every grant
+}
+
+func (h *handoffs) take(ctx context.Context, stop context.CancelFunc, be *Backend, holder string) {
+	o := opts(holder)
+	o.Wait = true
+	for {
+		l, err := be.Acquire(ctx, "k", o)
+		if err != nil {
+			return // stopped
+		}
+		h.mu.Lock()
+		if !h.released.IsZero() {
+			h.lat = append(h.lat, time.Since(h.released))
+		}
+		h.left--
+		done, next := h.left < 0, h.grants
+		close(h.grants)
+		h.grants = make(chan struct{})
+		h.released = time.Now()
+		h.mu.Unlock()
+		if done {
+			stop()
+		}
+		_ = l.Release(context.Background())
+		if done {
+			return
+		}
+		select {
+		case <-next:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// counter counts the statements a client sends.
+type counter struct{ n *atomic.Int64 }
+
+func (c counter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (counter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}

@@ -1,0 +1,77 @@
+package postgres
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// maxIdle is how many idle sessions a backend keeps: one lockrun uses one
+// at a time for its statements, plus one while it waits.
+const maxIdle = 4
+
+// closeTimeout bounds saying goodbye to the server (a Terminate message).
+const closeTimeout = time.Second
+
+// conns is a small pool of sessions. pgxpool would do, except that its
+// Close waits up to 15 s for every broken connection's cancel request: a
+// lockrun whose link to the server died would hang at exit. Here a broken
+// session is dropped at once; pgx cancels its query in the background.
+type conns struct {
+	cfg *pgx.ConnConfig
+
+	mu     sync.Mutex
+	idle   []*pgx.Conn
+	closed bool
+}
+
+// get returns an idle session, or connects a new one under ctx.
+func (p *conns) get(ctx context.Context) (*pgx.Conn, error) {
+	p.mu.Lock()
+	if n := len(p.idle); n > 0 {
+		c := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		return c, nil
+	}
+	p.mu.Unlock()
+	return pgx.ConnectConfig(ctx, p.cfg)
+}
+
+// put keeps c for reuse if it is healthy and idle, else closes it.
+func (p *conns) put(c *pgx.Conn) {
+	pc := c.PgConn()
+	if pc.IsClosed() || pc.IsBusy() || pc.TxStatus() != 'I' {
+		discard(c)
+		return
+	}
+	p.mu.Lock()
+	if !p.closed && len(p.idle) < maxIdle {
+		p.idle = append(p.idle, c)
+		c = nil
+	}
+	p.mu.Unlock()
+	if c != nil {
+		discard(c)
+	}
+}
+
+// close closes every idle session; sessions in use are closed when put.
+func (p *conns) close() {
+	p.mu.Lock()
+	idle := p.idle
+	p.idle, p.closed = nil, true
+	p.mu.Unlock()
+	for _, c := range idle {
+		discard(c)
+	}
+}
+
+// discard closes c without waiting long for a server that may be gone.
+func discard(c *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	_ = c.Close(ctx)
+}

@@ -1,0 +1,61 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lockrun/lockrun/backend"
+)
+
+// lease is one run's hold on one key, identified on the server by the run
+// id and the token together.
+type lease struct {
+	b     *Backend
+	key   string
+	runID string
+	token backend.Token
+	ttl   time.Duration
+	start time.Time
+}
+
+func (l *lease) Token() backend.Token { return l.token }
+func (l *lease) TTL() time.Duration   { return l.ttl }
+
+// Start is the local time just before the acquiring statement was sent.
+func (l *lease) Start() time.Time { return l.start }
+
+// Renew extends the lease by its TTL from the server's now, only if this
+// run still holds it and it has not expired; see sql/renew.sql.
+func (l *lease) Renew(ctx context.Context) error {
+	return l.owned(ctx, "renewing", l.b.sql.renew, l.key, l.runID, l.token, l.ttl.Microseconds())
+}
+
+// Release frees the lock if this run still holds it and wakes the key's
+// waiters in the same statement; see sql/release.sql.
+func (l *lease) Release(ctx context.Context) error {
+	return l.owned(ctx, "releasing", l.b.sql.release, l.key, l.runID, l.token, channel(l.b.table, l.key))
+}
+
+// owned runs an owner-checked statement: no row touched, or no table at
+// all, proves the lease is gone.
+func (l *lease) owned(ctx context.Context, what, sql string, args ...any) error {
+	var rows int64
+	err := l.b.session(ctx, func(ctx context.Context, c *pgx.Conn) error {
+		tag, err := c.Exec(ctx, sql, args...)
+		rows = tag.RowsAffected()
+		return err
+	})
+	switch {
+	case isMissingTable(err):
+		return fmt.Errorf("%w: lock %q: table %s was dropped", backend.ErrLost, l.key, l.b.Table())
+	case err != nil:
+		return l.b.fail(fmt.Sprintf("%s lock %q", what, l.key), err)
+	case rows == 0:
+		return fmt.Errorf("%w: lock %q: run %s (token %s) no longer holds it: released, broken or expired on the server",
+			backend.ErrLost, l.key, l.runID, l.token)
+	}
+	return nil
+}

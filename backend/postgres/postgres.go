@@ -1,0 +1,215 @@
+// Package postgres is lockrun's PostgreSQL backend. Locks are rows of one
+// lease table, keyed by lock name and never deleted: each row keeps the
+// key's fencing counter, the holder, its run id and an expiry on the
+// server's clock. Every operation is one autocommitted statement, so no
+// session state is kept between statements and the backend works through a
+// transaction-pooling PgBouncer. Waiters queue in order of arrival; the one
+// at the front LISTENs on the key's channel and is woken by the NOTIFY that
+// a release sends in the same statement.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lockrun/lockrun/backend"
+)
+
+// statementTimeout bounds a statement whose caller set no deadline, so
+// that a hung server surfaces as ErrUnavailable instead of a hang. Renewals
+// carry the heartbeat's tighter deadline.
+const statementTimeout = 5 * time.Second
+
+var _ backend.Backend = (*Backend)(nil)
+
+// Backend keeps locks in a PostgreSQL table. It is safe for concurrent use.
+type Backend struct {
+	addr   string // the URL without secrets, for messages
+	table  pgx.Identifier
+	create bool
+	sql    statements
+	conns  *conns
+}
+
+// OpenURL returns a backend for a postgres:// or postgresql:// URL: any
+// connection string pgx accepts, plus the lockrun_table and
+// lockrun_create_table parameters. It does not connect: the first
+// operation does, under its own context, so ctx is not used.
+func OpenURL(ctx context.Context, u *url.URL) (*Backend, error) {
+	s, err := parseURL(u)
+	if err != nil {
+		return nil, err
+	}
+	return &Backend{
+		addr:   backend.Redact(u.String()),
+		table:  s.table,
+		create: s.create,
+		sql:    newStatements(s.table),
+		conns:  &conns{cfg: s.conn},
+	}, nil
+}
+
+// Table is the quoted name of the lease table.
+func (b *Backend) Table() string { return b.table.Sanitize() }
+
+// Close closes the backend's idle sessions; sessions in use close when
+// their call returns.
+func (b *Backend) Close() error {
+	b.conns.close()
+	return nil
+}
+
+// Init creates the lease table if it does not exist, for teams that forbid
+// DDL at run time (see ParamCreateTable). It is safe to run concurrently
+// and more than once.
+func (b *Backend) Init(ctx context.Context) error {
+	err := b.session(ctx, func(ctx context.Context, c *pgx.Conn) error {
+		return b.createTable(ctx, c)
+	})
+	return b.fail("creating table "+b.Table(), err)
+}
+
+// Acquire takes the lock in one statement; see sql/acquire.sql. With
+// o.Wait it joins the key's waiting line; see acquireWaiting.
+func (b *Backend) Acquire(ctx context.Context, key string, o backend.AcquireOptions) (backend.Lease, error) {
+	if err := backend.ValidateKey(key); err != nil {
+		return nil, err
+	}
+	if o.TTL <= 0 {
+		return nil, fmt.Errorf("lock %q: ttl %v must be positive", key, o.TTL)
+	}
+	if o.Wait {
+		return b.acquireWaiting(ctx, key, o)
+	}
+	var l *lease
+	err := b.session(ctx, func(ctx context.Context, c *pgx.Conn) (err error) {
+		l, err = b.tryAcquire(ctx, c, key, o)
+		return err
+	})
+	if err != nil {
+		return nil, b.fail(fmt.Sprintf("acquiring lock %q", key), err)
+	}
+	return l, nil
+}
+
+// raceRetries bounds how often tryAcquire asks again after losing a race
+// to a concurrent acquirer: each retry sees that acquirer's commit.
+const raceRetries = 3
+
+// tryAcquire runs the acquire statement on c until it is decisive: the
+// lock is ours, or a live holder is named. It returns a *backend.HeldError
+// when the lock is taken; its TTL is the holder's time left.
+func (b *Backend) tryAcquire(ctx context.Context, c *pgx.Conn, key string, o backend.AcquireOptions) (*lease, error) {
+	ttl := roundUp(o.TTL)
+	st := backend.Status{Key: key, Held: true}
+	for range raceRetries {
+		var left int64
+		var start time.Time
+		err := b.retryMissingTable(ctx, c, func() error {
+			start = time.Now()
+			return c.QueryRow(ctx, b.sql.acquire, key, o.Holder, o.RunID, ttl.Microseconds()).
+				Scan(&st.Token, &st.Holder, &st.RunID, &left)
+		})
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			continue // a concurrent first acquirer of the key won
+		case err != nil:
+			return nil, err
+		case st.RunID == o.RunID:
+			return &lease{b: b, key: key, runID: o.RunID, token: st.Token, ttl: ttl, start: start}, nil
+		case left > 0:
+			st.TTL = time.Duration(left) * time.Microsecond
+			return nil, &backend.HeldError{Status: st}
+		}
+	}
+	return nil, &backend.HeldError{Status: backend.Status{Key: key, Held: true}}
+}
+
+// Inspect reads the key's row; a key never taken is free with token 0.
+func (b *Backend) Inspect(ctx context.Context, key string) (backend.Status, error) {
+	st := backend.Status{Key: key}
+	if err := backend.ValidateKey(key); err != nil {
+		return st, err
+	}
+	var left int64
+	err := b.session(ctx, func(ctx context.Context, c *pgx.Conn) error {
+		return b.retryMissingTable(ctx, c, func() error {
+			return c.QueryRow(ctx, b.sql.inspect, key).Scan(&st.Token, &st.Holder, &st.RunID, &st.Held, &left)
+		})
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return backend.Status{Key: key}, nil
+	}
+	if err != nil {
+		return backend.Status{Key: key}, b.fail(fmt.Sprintf("inspecting lock %q", key), err)
+	}
+	if !st.Held {
+		st.Holder, st.RunID = "", ""
+	}
+	st.TTL = time.Duration(left) * time.Microsecond
+	return st, nil
+}
+
+// ForceRelease frees the key whoever holds it and wakes its waiters. The
+// token stays, so the next holder's is higher; the revoked holder's next
+// renewal finds its lease gone.
+func (b *Backend) ForceRelease(ctx context.Context, key string) error {
+	if err := backend.ValidateKey(key); err != nil {
+		return err
+	}
+	err := b.session(ctx, func(ctx context.Context, c *pgx.Conn) error {
+		return b.retryMissingTable(ctx, c, func() error {
+			_, err := c.Exec(ctx, b.sql.forceRelease, key, channel(b.table, key))
+			return err
+		})
+	})
+	return b.fail(fmt.Sprintf("releasing lock %q", key), err)
+}
+
+// session runs f on a pooled session, under ctx bounded by
+// statementTimeout, and puts the session back.
+func (b *Backend) session(ctx context.Context, f func(context.Context, *pgx.Conn) error) error {
+	ctx, cancel := context.WithTimeout(ctx, statementTimeout)
+	defer cancel()
+	c, err := b.conns.get(ctx)
+	if err != nil {
+		return err
+	}
+	defer b.conns.put(c)
+	return f(ctx, c)
+}
+
+// roundUp is d rounded up to the microseconds the server counts in, so the
+// granted TTL is never shorter than the one asked for.
+func roundUp(d time.Duration) time.Duration {
+	return (d + time.Microsecond - 1).Truncate(time.Microsecond)
+}
+
+// fail wraps a failed operation's error as ErrUnavailable, with the
+// backend's redacted address, in one line; a *backend.HeldError passes
+// unchanged. Renewals and releases decide about ErrLost themselves.
+func (b *Backend) fail(what string, err error) error {
+	var held *backend.HeldError
+	if err == nil || errors.As(err, &held) {
+		return err
+	}
+	if isMissingTable(err) {
+		what += fmt.Sprintf(" (create the table with 'lockrun init --backend %s', or drop %s=false)", b.addr, ParamCreateTable)
+	}
+	return fmt.Errorf("%w: postgres %s: %s: %w", backend.ErrUnavailable, b.addr, what, oneLine{err})
+}
+
+// oneLine is an error whose message fits on one line: pgx puts one line
+// per host in a failed connection's message.
+type oneLine struct{ err error }
+
+func (e oneLine) Error() string {
+	return strings.NewReplacer(":\n\t", " ", "\n\t", "; ").Replace(e.err.Error())
+}
+func (e oneLine) Unwrap() error { return e.err }

@@ -1,0 +1,66 @@
+package postgres
+
+import (
+	"crypto/sha256"
+	_ "embed" // the SQL lives in sql/*.sql
+	"encoding/binary"
+	"encoding/hex"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+var (
+	//go:embed sql/create.sql
+	createSQL string
+	//go:embed sql/acquire.sql
+	acquireSQL string
+	//go:embed sql/renew.sql
+	renewSQL string
+	//go:embed sql/release.sql
+	releaseSQL string
+	//go:embed sql/force_release.sql
+	forceReleaseSQL string
+	//go:embed sql/inspect.sql
+	inspectSQL string
+	//go:embed sql/queue.sql
+	queueSQL string
+)
+
+// statements are the backend's SQL with the lease table's quoted name
+// filled in. Identifiers cannot be bound as parameters, so the name is
+// spliced, always through pgx.Identifier's quoting, and only the name.
+type statements struct {
+	create, acquire, renew, release, forceRelease, inspect string
+}
+
+func newStatements(table pgx.Identifier) statements {
+	quoted := table.Sanitize()
+	fill := func(sql string) string { return strings.ReplaceAll(sql, "{{table}}", quoted) }
+	return statements{
+		create:       fill(createSQL),
+		acquire:      fill(acquireSQL),
+		renew:        fill(renewSQL),
+		release:      fill(releaseSQL),
+		forceRelease: fill(forceReleaseSQL),
+		inspect:      fill(inspectSQL),
+	}
+}
+
+// channel is the LISTEN/NOTIFY channel of one key in one table. A channel
+// per key wakes only that key's waiters. Channel names are identifiers of
+// at most 63 bytes, so the table and key are hashed into one; a collision
+// would cost a spurious wake-up, nothing more.
+func channel(table pgx.Identifier, key string) string {
+	sum := sha256.Sum256([]byte(table.Sanitize() + "\x00" + key))
+	return "lockrun_" + hex.EncodeToString(sum[:16])
+}
+
+// queueID is the advisory lock that orders the waiters of one key in one
+// table. It shares the server's advisory lock space with applications; a
+// 64-bit hash makes a clash with their ids unlikely, and a clash would only
+// delay waiting, never grant a lease.
+func queueID(table pgx.Identifier, key string) int64 {
+	sum := sha256.Sum256([]byte("queue\x00" + table.Sanitize() + "\x00" + key))
+	return int64(binary.BigEndian.Uint64(sum[:8]))
+}

@@ -1,0 +1,6 @@
+-- The state of key $1 by the server's clock: last token, holder, run,
+-- whether the lease is live, and its microseconds left.
+SELECT token, holder, run_id, expires_at > now(),
+    (extract(epoch FROM greatest(expires_at, now()) - now()) * 1000000)::bigint
+FROM {{table}}
+WHERE key = $1

@@ -1,0 +1,56 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// SQLSTATEs the backend tells apart.
+const (
+	codeUniqueViolation = "23505"
+	codeDuplicateTable  = "42P07"
+	codeDuplicateObject = "42710"
+	codeUndefinedTable  = "42P01"
+)
+
+// retryMissingTable runs f, and when the lease table does not exist yet
+// and creating it is allowed, creates it and runs f once more. Probing
+// with the real statement keeps DDL off the hot path: the table is looked
+// for only when it is missing.
+func (b *Backend) retryMissingTable(ctx context.Context, c *pgx.Conn, f func() error) error {
+	err := f()
+	if !isMissingTable(err) || !b.create {
+		return err
+	}
+	if err := b.createTable(ctx, c); err != nil {
+		return err
+	}
+	return f()
+}
+
+// createTable runs CREATE TABLE IF NOT EXISTS. Two sessions that run it at
+// once can both find the table missing; the loser then fails once the
+// winner commits, on a unique index of the catalog (pg_type or pg_class)
+// or on the table's row type, so that failure means the table now exists.
+func (b *Backend) createTable(ctx context.Context, c *pgx.Conn) error {
+	_, err := c.Exec(ctx, b.sql.create)
+	switch pgCode(err) {
+	case codeUniqueViolation, codeDuplicateTable, codeDuplicateObject:
+		return nil
+	}
+	return err
+}
+
+func isMissingTable(err error) bool { return pgCode(err) == codeUndefinedTable }
+
+// pgCode is the SQLSTATE of a server error, or "".
+func pgCode(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}

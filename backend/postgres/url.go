@@ -1,0 +1,143 @@
+package postgres
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/sys/unix"
+
+	"github.com/lockrun/lockrun/backend"
+)
+
+// Query parameters that lockrun reads and removes before pgx sees the URL;
+// every other parameter is pgx's (libpq's names: sslmode, sslrootcert,
+// connect_timeout, passfile, ...).
+const (
+	// ParamTable names the lease table, as "table" or "schema.table".
+	ParamTable = "lockrun_table"
+	// ParamCreateTable set to false forbids creating the table on first
+	// use; create it beforehand with `lockrun init`.
+	ParamCreateTable = "lockrun_create_table"
+)
+
+// DefaultTable is the lease table when ParamTable is not given. It is
+// schema-qualified so that every lockrun finds the same table whatever its
+// search_path.
+var DefaultTable = pgx.Identifier{"public", "lockrun_locks"}
+
+// Connection defaults, used when the URL does not say otherwise.
+const (
+	// defaultConnectTimeout keeps a dead or unreachable server from holding
+	// lockrun at start: the runner retries three times, then exits 69.
+	defaultConnectTimeout = 2 * time.Second
+	// The kernel gives up on a half-open connection within about 20 s
+	// (keepalive probes when idle, TCP_USER_TIMEOUT when data is unacked).
+	// Every call also carries its own deadline; these only keep a
+	// forgotten socket from lingering for the kernel's 15-minute default.
+	keepAliveIdle     = 5 * time.Second
+	keepAliveInterval = 5 * time.Second
+	keepAliveCount    = 3
+	tcpUserTimeout    = 20 * time.Second
+)
+
+// settings is what OpenURL makes of a URL.
+type settings struct {
+	conn   *pgx.ConnConfig
+	table  pgx.Identifier
+	create bool
+}
+
+func parseURL(u *url.URL) (settings, error) {
+	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
+		return settings{}, fmt.Errorf("%w: scheme %q is not postgres or postgresql", backend.ErrInvalidURL, u.Scheme)
+	}
+	s := settings{table: DefaultTable, create: true}
+	rest := *u
+	q := rest.Query()
+	for name, vals := range q {
+		if !strings.HasPrefix(name, "lockrun_") {
+			continue
+		}
+		var err error
+		switch v := vals[len(vals)-1]; name {
+		case ParamTable:
+			s.table, err = parseTable(v)
+		case ParamCreateTable:
+			s.create, err = strconv.ParseBool(v)
+		default:
+			err = fmt.Errorf("unknown parameter: use %s or %s", ParamTable, ParamCreateTable)
+		}
+		if err != nil {
+			return settings{}, fmt.Errorf("%w: %s: %v", backend.ErrInvalidURL, name, err)
+		}
+		q.Del(name)
+	}
+	rest.RawQuery = q.Encode()
+	cfg, err := pgx.ParseConfig(rest.String())
+	if err != nil {
+		return settings{}, fmt.Errorf("%w: %v", backend.ErrInvalidURL, err)
+	}
+	configure(cfg, q)
+	s.conn = cfg
+	return s, nil
+}
+
+// parseTable reads "table" or "schema.table". Any name is allowed, since it
+// is always quoted; a dot inside a name cannot be written.
+func parseTable(v string) (pgx.Identifier, error) {
+	parts := strings.Split(v, ".")
+	if len(parts) > 2 {
+		return nil, fmt.Errorf("%q has %d dots: write table or schema.table", v, len(parts)-1)
+	}
+	for _, p := range parts {
+		if p == "" || len(p) > 63 {
+			return nil, fmt.Errorf("%q: names must be 1 to 63 bytes: write table or schema.table", v)
+		}
+	}
+	if len(parts) == 1 {
+		return pgx.Identifier{DefaultTable[0], parts[0]}, nil
+	}
+	return pgx.Identifier(parts), nil
+}
+
+// configure sets lockrun's defaults where the URL gave none.
+func configure(cfg *pgx.ConnConfig, q url.Values) {
+	if !q.Has("default_query_exec_mode") {
+		// One round trip per statement and no server-side prepared
+		// statements, which a transaction-pooling PgBouncer would lose.
+		cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = defaultConnectTimeout
+	}
+	d := &net.Dialer{
+		Timeout: cfg.ConnectTimeout,
+		KeepAliveConfig: net.KeepAliveConfig{
+			Enable: true, Idle: keepAliveIdle, Interval: keepAliveInterval, Count: keepAliveCount,
+		},
+		Control: setUserTimeout,
+	}
+	cfg.DialFunc = d.DialContext
+}
+
+// setUserTimeout bounds how long sent data may stay unacknowledged before
+// the kernel drops the connection.
+func setUserTimeout(network, _ string, rc syscall.RawConn) error {
+	if !strings.HasPrefix(network, "tcp") {
+		return nil
+	}
+	var serr error
+	err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(tcpUserTimeout.Milliseconds()))
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}
