@@ -1,10 +1,15 @@
 # lockrun: build, test, benchmark. `make test` is what CI runs.
 GO ?= go
 
-.PHONY: build test services lint bench faults clean
+.PHONY: build test services lint bench microbench faults clean
 
+# The release build (goreleaser.yaml builds the same way): static, symbols
+# stripped, and without urfave/cli's man page and markdown generators, whose
+# package init every run of lockrun (and of its watchdog) would pay for.
+# `go install ./cmd/lockrun` and `go run` work without these flags.
+BUILD_TAGS = urfave_cli_no_docs
 build:
-	$(GO) build -o bin/lockrun ./cmd/lockrun
+	CGO_ENABLED=0 $(GO) build -tags $(BUILD_TAGS) -trimpath -ldflags "-s -w" -o bin/lockrun ./cmd/lockrun
 
 # Installs and starts the servers the tests need (root on Debian), then
 # runs the linters and the whole suite under the race detector.
@@ -25,8 +30,15 @@ FAULTS_DURATION ?= 2m
 faults: services
 	$(GO) test -count=1 -timeout 6h -v -run TestFaults ./cmd/lockrun/faults -args -faults.duration=$(FAULTS_DURATION)
 
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+# lockrun against flock, redis-cli, etcdctl lock and psql on every backend,
+# in one run (a few minutes): the README's performance tables.
+bench: services build
+	$(GO) test -run '^$$' -bench Report -benchtime 1x -timeout 30m ./cmd/lockrun/bench -lockrun $(CURDIR)/bin/lockrun
+
+# The hot paths' micro-benchmarks, for benchstat: acquire+release, renew and
+# hand-off per backend.
+microbench: services
+	$(GO) test -run '^$$' -bench . -skip Report -benchmem ./...
 
 clean:
 	rm -rf bin dist

@@ -34,18 +34,36 @@ type spec struct {
 	argv     []string // argv[0] is the name as given
 	env      []string
 	files    []*os.File // stdin, stdout, stderr, then files to inherit
-	watchdog []string   // argv of the watchdog; none when empty
+	watchdog watchdog   // already running, or why there is none
 	killAt   time.Time  // the watchdog's first deadline
 }
 
-// startProcess starts the command in its own process group, after its
-// watchdog. The reaper it starts collects every child of this process, so
-// a process that calls it must start no other children meanwhile.
+// watchdog is a started watchdog, or why none could be started.
+type watchdog struct {
+	link *watchdogLink // nil without a watchdog
+	err  error
+}
+
+// newWatchdog starts a watchdog with argv; none when argv is empty.
+func newWatchdog(argv []string) watchdog {
+	if len(argv) == 0 {
+		return watchdog{}
+	}
+	l, err := startWatchdog(argv)
+	return watchdog{link: l, err: err}
+}
+
+// startProcess arms the watchdog with the first deadline, then starts the
+// command in its own process group. The reaper it starts collects every
+// child of this process, so a process that calls it must start no other
+// children meanwhile. The watchdog is stopped if the command cannot start.
 func startProcess(sp spec) (*process, error) {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		sp.watchdog.link.discard()
 		return nil, fmt.Errorf("becoming a child subreaper: %w", err)
 	}
-	p := &process{exited: make(chan struct{}), settled: make(chan struct{}), gone: make(chan struct{}), term: foreground(sp.files[0])}
+	p := &process{exited: make(chan struct{}), settled: make(chan struct{}), gone: make(chan struct{}), term: foreground(sp.files[0]),
+		wd: sp.watchdog.link, wdErr: sp.watchdog.err}
 	sys := &syscall.SysProcAttr{
 		Setpgid:   true,
 		Pdeathsig: syscall.SIGKILL, // the command must not outlive a SIGKILLed lockrun
@@ -63,25 +81,20 @@ func startProcess(sp spec) (*process, error) {
 	return p, nil
 }
 
-// reap starts the watchdog and the command, then reaps children until none
-// remains. Linux sends the parent-death signal when the thread that forked
-// the child exits, not the process, so this goroutine holds its thread
-// until then.
+// reap arms the watchdog and starts the command, then reaps children
+// until none remains. Linux sends the parent-death signal when the thread
+// that forked the child exits, not the process, so this goroutine holds its
+// thread until then.
 func (p *process) reap(sp spec, attr *os.ProcAttr, started chan<- error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	defer close(p.gone)
-	if len(sp.watchdog) > 0 {
-		if p.wd, p.wdErr = startWatchdog(sp.watchdog); p.wd != nil {
-			p.wd.arm(sp.killAt)
-		}
+	if p.wd != nil {
+		p.wd.arm(sp.killAt) // written to its pipe before the command exists
 	}
 	proc, err := os.StartProcess(sp.path, sp.argv, attr)
 	if err != nil {
-		if p.wd != nil {
-			p.wd.stop()
-			_, _ = syscall.Wait4(p.wd.pid, nil, 0, nil)
-		}
+		p.wd.discard()
 		started <- err
 		return
 	}

@@ -48,14 +48,20 @@ func Run(ctx context.Context, job Job) error {
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 
+	// The watchdog starts before the lock is asked for: its start-up (a
+	// process, and a Go runtime to initialise) overlaps the request or the
+	// wait, instead of delaying the command once the lock is granted, when
+	// a waiter should start at once.
+	wd := newWatchdog(job.Watchdog)
 	lease, err := acquire(ctx, job, sigs)
 	if err != nil {
+		wd.link.discard()
 		return err
 	}
 	log := job.Log.With("token", lease.Token().String())
 	log.Debug("lock acquired", "ttl", lease.TTL(), "took", time.Since(lease.Start()).Round(time.Microsecond))
 
-	status, lost, cause, err := runCommand(ctx, job, lease, sigs, log)
+	status, lost, cause, err := runCommand(ctx, job, lease, sigs, log, wd)
 	release(job, lease, lost, log)
 	switch {
 	case err != nil:
@@ -70,9 +76,10 @@ func Run(ctx context.Context, job Job) error {
 
 // runCommand starts the command, keeps the lease alive while it runs, and
 // supervises it to its end. It never starts a command without a live lease.
-func runCommand(ctx context.Context, job Job, lease backend.Lease, sigs <-chan os.Signal, log *slog.Logger) (status int, lost bool, cause, err error) {
+func runCommand(ctx context.Context, job Job, lease backend.Lease, sigs <-chan os.Signal, log *slog.Logger, wd watchdog) (status int, lost bool, cause, err error) {
 	p := job.Policy
 	if !time.Now().Before(p.TermAt(lease.Start())) {
+		wd.link.discard()
 		return 0, true, fmt.Errorf("%w: granted too late to run", backend.ErrLost), nil
 	}
 	env := childEnv(os.Environ(), map[string]string{
@@ -88,7 +95,7 @@ func runCommand(ctx context.Context, job Job, lease backend.Lease, sigs <-chan o
 	backstop := p.Margin / 2
 	proc, err := startProcess(spec{
 		path: job.Path, argv: job.Args, env: env, files: append(job.Stdio[:], lockFiles(lease)...),
-		watchdog: job.Watchdog, killAt: p.KillAt(lease.Start()).Add(backstop),
+		watchdog: wd, killAt: p.KillAt(lease.Start()).Add(backstop),
 	})
 	if err != nil {
 		return 0, false, nil, startError(job.Args[0], err)

@@ -107,6 +107,16 @@ func (l *watchdogLink) group(pgid int) { l.send('g', int64(pgid)) }
 // arm sets the kill deadline.
 func (l *watchdogLink) arm(at time.Time) { l.send('d', monotonicNS(at)) }
 
+// discard kills a watchdog that will guard no command and reaps it. It does
+// nothing without a watchdog (l nil).
+func (l *watchdogLink) discard() {
+	if l == nil {
+		return
+	}
+	l.stop()
+	_, _ = syscall.Wait4(l.pid, nil, 0, nil)
+}
+
 // stop kills the watchdog: the command has exited, nothing is left to guard.
 func (l *watchdogLink) stop() {
 	l.mu.Lock()

@@ -62,21 +62,24 @@ func (l *lease) Renew(ctx context.Context) error {
 	return nil
 }
 
-// Release deletes the entry if it is still ours, which wakes the next in
-// line at once, then revokes the lease. A lease that no longer owns the
-// lock is revoked too, and reports ErrLost.
+// Release revokes the lease, which deletes its entry in the same write:
+// the next in line wakes on that one write and finds no other write of
+// ours in its way (etcd holds a linearizable read or a keep-alive until
+// every committed write is applied). Revoking touches nothing but our own
+// lease's keys. A lease whose entry is gone reports ErrLost, and is revoked
+// all the same; the entry is looked up first with a serializable read, as
+// only that report depends on it.
 func (l *lease) Release(ctx context.Context) error {
 	rctx, cancel := l.b.bounded(ctx)
 	defer cancel()
-	resp, err := l.b.cli.Txn(rctx).
-		If(clientv3.Compare(clientv3.CreateRevision(l.e.name), "=", l.e.rev)).
-		Then(clientv3.OpDelete(l.e.name)).
-		Commit()
+	resp, err := l.b.cli.Get(rctx, l.e.name, clientv3.WithSerializable())
 	if err != nil {
 		return l.b.unavailable("releasing", l.e.key, err)
 	}
-	l.b.revoke(ctx, l.e.id)
-	if !resp.Succeeded {
+	owned := len(resp.Kvs) == 1 && resp.Kvs[0].CreateRevision == l.e.rev
+	if _, err := l.b.cli.Revoke(rctx, l.e.id); err != nil && !isLeaseGone(err) {
+		return l.b.unavailable("releasing", l.e.key, err)
+	} else if err != nil || !owned {
 		return l.b.lost(l.e.key, "released after the lease expired or was revoked")
 	}
 	return nil

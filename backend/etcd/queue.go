@@ -46,7 +46,9 @@ func (b *Backend) acquireWaiting(ctx context.Context, key string, o backend.Acqu
 // waitTurn queues e and returns once it is the oldest entry. While it
 // waits, its lease is renewed in the background; once its turn comes, one
 // more keep-alive restarts the TTL, and the lease's Start is when that was
-// sent, so the holder's deadline never counts from an older renewal.
+// sent, so the holder's deadline never counts from an older renewal. That
+// keep-alive goes out as soon as the entry ahead is deleted, while the
+// queue is read again, rather than one round trip later.
 func (b *Backend) waitTurn(ctx context.Context, e *entry, o backend.AcquireOptions) (backend.Lease, error) {
 	holder, err := b.enqueue(ctx, e, o, true)
 	if err != nil {
@@ -61,21 +63,36 @@ func (b *Backend) waitTurn(ctx context.Context, e *entry, o backend.AcquireOptio
 		defer close(kept)
 		b.keepQueued(wctx, e, evict)
 	}()
-	err = b.waitPredecessors(wctx, e)
+	r, err := b.waitPredecessors(wctx, e, func() *renewal { return b.renew(ctx, e) })
 	evict(nil)
 	<-kept
 	if err != nil {
 		return nil, err
 	}
-	start := time.Now()
-	if err := b.keepAlive(ctx, e.id); err != nil {
+	if r == nil {
+		r = b.renew(ctx, e)
+	}
+	if err := <-r.done; err != nil {
 		if isLeaseGone(err) {
 			return nil, fmt.Errorf("%s: lock %q: %w", b.addr, e.key, errEvicted)
 		}
 		return nil, b.failed(ctx, "renewing the lease", e.key, err)
 	}
-	e.start = start
+	e.start = r.sent
 	return b.newLease(*e), nil
+}
+
+// renewal is one keep-alive in flight.
+type renewal struct {
+	sent time.Time  // taken before the request went out
+	done chan error // its outcome
+}
+
+// renew sends one keep-alive for e's lease in the background.
+func (b *Backend) renew(ctx context.Context, e *entry) *renewal {
+	r := &renewal{sent: time.Now(), done: make(chan error, 1)}
+	go func() { r.done <- b.keepAlive(ctx, e.id) }()
+	return r
 }
 
 // keepQueued renews a waiting entry's lease every third of its TTL until
@@ -100,25 +117,35 @@ func (b *Backend) keepQueued(ctx context.Context, e *entry, evict context.Cancel
 // waitPredecessors returns once no entry older than e's is left. Each
 // round watches only the newest older entry: a release wakes the next in
 // line alone, so a hand-off costs the same with a hundred waiters. A read
-// that fails is tried again while ctx lasts, keeping e's place.
-func (b *Backend) waitPredecessors(ctx context.Context, e *entry) error {
+// that fails is tried again while ctx lasts, keeping e's place. When the
+// entry ahead goes, e's turn has usually come: a keep-alive (from renew)
+// is sent at once, beside the read that makes sure, and returned when that
+// read finds no older entry.
+func (b *Backend) waitPredecessors(ctx context.Context, e *entry, renew func() *renewal) (*renewal, error) {
+	var r *renewal
 	for {
 		prev, rev, err := b.predecessor(ctx, e)
+		if err == nil && prev == "" {
+			return r, nil
+		}
+		if r != nil {
+			<-r.done // not our turn after all
+			r = nil
+		}
 		switch {
 		case err != nil && (errors.Is(err, errEvicted) || ctx.Err() != nil):
-			return err
+			return nil, err
 		case err != nil:
 			select {
 			case <-ctx.Done():
-				return b.failed(ctx, "reading the queue", e.key, ctx.Err())
+				return nil, b.failed(ctx, "reading the queue", e.key, ctx.Err())
 			case <-time.After(queueRetry):
 			}
-		case prev == "":
-			return nil
 		default:
 			if err := b.waitDeleted(ctx, e.key, prev, rev); err != nil {
-				return err
+				return nil, err
 			}
+			r = renew()
 		}
 	}
 }

@@ -28,18 +28,23 @@ type Server struct {
 	port int
 	cred *syscall.Credential // the postgres user when running as root
 	cmd  *exec.Cmd
+	set  []string // extra settings, "name=value"
 }
 
 // Start initialises a database cluster in a temporary folder and starts a
 // server on it (about 2 s). As root, the server runs as the postgres user,
 // since initdb and postgres refuse to run as root.
-func Start(t testing.TB) *Server {
+func Start(t testing.TB) *Server { return StartWith(t) }
+
+// StartWith is Start with extra server settings, each "name=value" as
+// `postgres -c` takes it, e.g. "shared_preload_libraries=pg_stat_statements".
+func StartWith(t testing.TB, settings ...string) *Server {
 	t.Helper()
 	bin, err := binDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{t: t, bin: bin, port: backendtest.FreePort(t)}
+	s := &Server{t: t, bin: bin, port: backendtest.FreePort(t), set: settings}
 	if s.dir, err = os.MkdirTemp("", "pgtest-"); err != nil {
 		t.Fatal(err)
 	}
@@ -112,8 +117,12 @@ func (s *Server) start() {
 		s.t.Fatal(err)
 	}
 	defer log.Close()
-	cmd := s.command(filepath.Join(s.bin, "postgres"), "-D", s.path("data"), "-p", strconv.Itoa(s.port),
-		"-k", s.path("data"), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "max_connections=300")
+	args := []string{"-D", s.path("data"), "-p", strconv.Itoa(s.port),
+		"-k", s.path("data"), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "max_connections=300"}
+	for _, set := range s.set {
+		args = append(args, "-c", set)
+	}
+	cmd := s.command(filepath.Join(s.bin, "postgres"), args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	if err := cmd.Start(); err != nil {

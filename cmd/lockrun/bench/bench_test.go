@@ -4,6 +4,7 @@ import (
 	"flag"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -13,6 +14,7 @@ import (
 var (
 	binary   = flag.String("lockrun", "", "the lockrun binary to measure (default: built from this checkout)")
 	backends = flag.String("backends", "", "comma-separated backends to measure (default: all)")
+	measures = flag.String("measures", "", "comma-separated numbers of the measures to run (default: all)")
 	out      = flag.String("out", "", "also write the report to this file")
 )
 
@@ -27,6 +29,11 @@ func BenchmarkReport(b *testing.B) {
 	}
 	if *backends != "" {
 		cfg.Backends = strings.Split(*backends, ",")
+	}
+	for _, m := range strings.Split(*measures, ",") {
+		if n, err := strconv.Atoi(m); err == nil {
+			cfg.Measures = append(cfg.Measures, n)
+		}
 	}
 	w := io.Writer(os.Stdout)
 	if *out != "" {

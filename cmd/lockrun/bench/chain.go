@@ -13,6 +13,13 @@ import (
 	"github.com/lockrun/lockrun/runner/procfs"
 )
 
+// jobHold is how long each queued contender's command holds the lock: a
+// short job. It gives the next in line the time that any real job gives it
+// to get ready (the postgres backend, for one, connects a session to
+// listen on when it reaches the front of the line), so that a hand-off
+// measures the hand-off alone.
+const jobHold = "20ms"
+
 // chain is one drained queue: a holder whose command waits at a gate, n
 // contenders queued behind it, then the gate opens and each command runs
 // in turn, as soon as the one before it ended.
@@ -53,7 +60,7 @@ func (e *env) runChain(tl tool, n int, served func() int64) (chain, error) {
 		_ = holder.cmd.Wait()
 	}()
 	for range n {
-		argv := tl.cmd(key, 0, e.stampArgs("-log", log, "-parent-wakeups")...)
+		argv := tl.cmd(key, 0, e.stampArgs("-hold", jobHold, "-log", log, "-parent-wakeups")...)
 		w := exec.Command(argv[0], argv[1:]...)
 		if err := w.Start(); err != nil {
 			holder.kill()

@@ -17,6 +17,7 @@ type Config struct {
 	Lockrun  string   // the lockrun binary under test
 	Stamp    string   // the stamp binary (./stamp)
 	Backends []string // the backends to measure; all when empty
+	Measures []int    // the measures to run, by number; all when empty
 	Short    bool     // a quick look: fewer samples, no 100-waiter queue
 }
 
@@ -52,15 +53,17 @@ func (e *env) samplesOf(n int) int {
 func Report(tb testing.TB, cfg Config, w io.Writer) {
 	e := &env{tb: tb, lockrun: cfg.Lockrun, stamp: cfg.Stamp, dir: tb.TempDir(), short: cfg.Short}
 	var tgs []target
-	for name, start := range map[string]func() target{"file": e.fileTarget, "redis": e.redisTarget, "etcd": e.etcdTarget} {
+	starts := map[string]func() target{"file": e.fileTarget, "redis": e.redisTarget, "etcd": e.etcdTarget, "postgres": e.postgresTarget}
+	for _, name := range []string{"file", "redis", "etcd", "postgres"} {
 		if len(cfg.Backends) == 0 || slices.Contains(cfg.Backends, name) {
-			tgs = append(tgs, start())
+			tgs = append(tgs, starts[name]())
 		}
 	}
-	order := []string{"file", "redis", "etcd"}
-	slices.SortFunc(tgs, func(a, b target) int { return slices.Index(order, a.name) - slices.Index(order, b.name) })
 	header(w, cfg)
-	for _, measure := range []func([]target) *table{e.overhead, e.handoff, e.throughput, e.lossToKill, e.footprint, e.scaling} {
+	for i, measure := range []func([]target) *table{e.overhead, e.handoff, e.throughput, e.lossToKill, e.footprint, e.scaling} {
+		if len(cfg.Measures) > 0 && !slices.Contains(cfg.Measures, i+1) {
+			continue
+		}
 		begin := time.Now()
 		t := measure(tgs)
 		t.write(w)
@@ -93,7 +96,7 @@ func osName() string {
 // peerVersions names the versions of the servers and peer tools.
 func peerVersions() string {
 	var out []string
-	for _, argv := range [][]string{{"redis-server", "--version"}, {"etcd", "--version"}, {"flock", "--version"}} {
+	for _, argv := range [][]string{{"redis-server", "--version"}, {"etcd", "--version"}, {"psql", "--version"}, {"flock", "--version"}} {
 		b, err := exec.Command(argv[0], argv[1:]...).Output()
 		if err == nil {
 			out = append(out, strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))

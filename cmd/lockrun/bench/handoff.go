@@ -20,9 +20,9 @@ func (e *env) handoff(tgs []target) *table {
 	t := &table{
 		title: "2. Hand-off: the holder's command exits → the next waiter's command starts",
 		note: fmt.Sprintf("p50 (p99) of %d hand-offs per tool: %d rounds of a holder and %d waiters queued in their wait "+
-			"(`--wait` for lockrun), lockrun and the peer in turn. The floor is `sh` starting the same stamp command "+
-			"right after the last one, without a lock; the round trip is one request from a Go client to the server.",
-			rounds*queueLen, rounds, queueLen),
+			"(`--wait` for lockrun), lockrun and the peer in turn; each command holds the lock %s. The floor is `sh` "+
+			"starting the same command right after the last one, without a lock; the round trip is one request "+
+			"from a Go client to the server.", rounds*queueLen, rounds, queueLen, jobHold),
 		head: []string{"backend", "round trip", "floor (no lock)", "peer", "peer", "lockrun", "lockrun / peer", "lockrun − floor"},
 	}
 	for _, tg := range tgs {
@@ -53,7 +53,7 @@ func (e *env) handoff(tgs []target) *table {
 // returns the gaps between them.
 func (e *env) floorChain() samples {
 	log := filepath.Join(e.dir, e.key("floor")+".log")
-	script := strings.Repeat(e.stamp+" -log "+log+" >/dev/null; ", queueLen+1)
+	script := strings.Repeat(e.stamp+" -hold "+jobHold+" -log "+log+" >/dev/null; ", queueLen+1)
 	if _, err := timed([]string{"sh", "-c", script}); err != nil {
 		e.tb.Fatal(err)
 	}
