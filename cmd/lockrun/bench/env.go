@@ -78,8 +78,14 @@ func header(w io.Writer, cfg Config) {
 	if fi != nil {
 		size = fi.Size()
 	}
-	fmt.Fprintf(w, "Measured %s on %d CPUs, %s, loopback; lockrun binary %.1f MiB (%s); %s.\n\n",
-		time.Now().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), osName(), float64(size)/(1<<20), cfg.Lockrun, peerVersions())
+	fmt.Fprintf(w, "Measured %s on %d CPUs, %s, Linux %s, every server on loopback; lockrun binary %.1f MiB; %s.\n\n",
+		time.Now().Format(time.UnixDate), runtime.NumCPU(), osName(), kernel(), float64(size)/(1<<20), peerVersions())
+}
+
+// kernel is the running kernel's release.
+func kernel() string {
+	b, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	return strings.TrimSpace(string(b))
 }
 
 // osName is PRETTY_NAME from /etc/os-release.
