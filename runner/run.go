@@ -48,15 +48,23 @@ func Run(ctx context.Context, job Job) error {
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 
-	// The watchdog starts before the lock is asked for: its start-up (a
-	// process, and a Go runtime to initialise) overlaps the request or the
-	// wait, instead of delaying the command once the lock is granted, when
-	// a waiter should start at once.
-	wd := newWatchdog(job.Watchdog)
+	// A run that may wait starts its watchdog before it asks for the
+	// lock: its start-up (a process, and a Go runtime to initialise) then
+	// overlaps the wait, instead of delaying the command when the lock is
+	// handed over. A run that gives up when the lock is busy starts it once
+	// it holds the lock: it would be wasted on a busy lock, and on a free
+	// one it would compete with lockrun for the CPU.
+	var wd watchdog
+	if job.Lease.Wait {
+		wd = newWatchdog(job.Watchdog)
+	}
 	lease, err := acquire(ctx, job, sigs)
 	if err != nil {
 		wd.link.discard()
 		return err
+	}
+	if !job.Lease.Wait {
+		wd = newWatchdog(job.Watchdog)
 	}
 	log := job.Log.With("token", lease.Token().String())
 	log.Debug("lock acquired", "ttl", lease.TTL(), "took", time.Since(lease.Start()).Round(time.Microsecond))

@@ -78,6 +78,39 @@ func TestTimeoutGivesUpBusy(t *testing.T) {
 	}
 }
 
+// A run that may wait starts its watchdog before it asks for the lock; one
+// that gives up must not leave the watchdog behind.
+func TestGivingUpLeavesNoWatchdog(t *testing.T) {
+	e, ready := env(t), filepath.Join(t.TempDir(), "ready")
+	start(t, e, "run", "k", "--", "sh", "-c", "echo > "+ready+"; sleep 10")
+	waitFile(t, ready)
+	waiter := start(t, e, "run", "--timeout", "500ms", "k", "--", "true")
+	seen := false
+	for deadline := time.Now().Add(time.Second); !seen && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		seen = len(watchdogsOf(waiter.Process.Pid)) > 0
+	}
+	if code := exitCode(t, waiter); code != 75 || !seen {
+		t.Fatalf("waiter exit %d (want 75), its watchdog seen while it waited: %v", code, seen)
+	}
+	if w := watchdogsOf(waiter.Process.Pid); len(w) > 0 {
+		t.Errorf("watchdog %v outlived the lockrun that gave up", w)
+	}
+}
+
+// watchdogsOf lists the live watchdogs started by lockrun pid.
+func watchdogsOf(pid int) []int {
+	paths, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	var out []int
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		w, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		if err == nil && strings.HasSuffix(string(b), "\x00watchdog\x00"+strconv.Itoa(pid)+"\x00") && alive(w) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
 func TestExitStatusPassesThrough(t *testing.T) {
 	e := env(t)
 	for script, want := range map[string]int{"exit 0": 0, "exit 3": 3, "exit 255": 255, "kill -TERM $$": 143, "kill -KILL $$": 137} {

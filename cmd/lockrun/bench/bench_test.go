@@ -13,6 +13,7 @@ import (
 
 var (
 	binary   = flag.String("lockrun", "", "the lockrun binary to measure (default: built from this checkout)")
+	baseline = flag.String("baseline", "", "another lockrun binary to compare it with (measure 0)")
 	backends = flag.String("backends", "", "comma-separated backends to measure (default: all)")
 	measures = flag.String("measures", "", "comma-separated numbers of the measures to run (default: all)")
 	out      = flag.String("out", "", "also write the report to this file")
@@ -23,7 +24,7 @@ var (
 //
 //	go test -run '^$' -bench Report -benchtime 1x ./cmd/lockrun/bench [-short] [-args -lockrun bin/lockrun]
 func BenchmarkReport(b *testing.B) {
-	cfg := Config{Lockrun: *binary, Stamp: lockruntest.Build(b, "bench/stamp"), Short: testing.Short()}
+	cfg := Config{Lockrun: *binary, Baseline: *baseline, Stamp: lockruntest.Build(b, "bench/stamp"), Short: testing.Short()}
 	if cfg.Lockrun == "" {
 		cfg.Lockrun = lockruntest.Binary(b)
 	}

@@ -15,6 +15,7 @@ import (
 // Config says what to measure.
 type Config struct {
 	Lockrun  string   // the lockrun binary under test
+	Baseline string   // another lockrun binary to compare it with; none when empty
 	Stamp    string   // the stamp binary (./stamp)
 	Backends []string // the backends to measure; all when empty
 	Measures []int    // the measures to run, by number; all when empty
@@ -23,12 +24,13 @@ type Config struct {
 
 // env is what the measures share.
 type env struct {
-	tb      testing.TB
-	lockrun string
-	stamp   string
-	dir     string // logs and gates
-	short   bool
-	keys    int
+	tb       testing.TB
+	lockrun  string
+	stamp    string
+	baseline string // see Config.Baseline
+	dir      string // logs and gates
+	short    bool
+	keys     int
 }
 
 // key returns a key no other measure uses.
@@ -51,7 +53,7 @@ func (e *env) samplesOf(n int) int {
 // Report starts the servers, runs every measure on every backend and
 // writes one markdown table per measure to w, each as soon as it is done.
 func Report(tb testing.TB, cfg Config, w io.Writer) {
-	e := &env{tb: tb, lockrun: cfg.Lockrun, stamp: cfg.Stamp, dir: tb.TempDir(), short: cfg.Short}
+	e := &env{tb: tb, lockrun: cfg.Lockrun, stamp: cfg.Stamp, baseline: cfg.Baseline, dir: tb.TempDir(), short: cfg.Short}
 	var tgs []target
 	starts := map[string]func() target{"file": e.fileTarget, "redis": e.redisTarget, "etcd": e.etcdTarget, "postgres": e.postgresTarget}
 	for _, name := range []string{"file", "redis", "etcd", "postgres"} {
@@ -60,8 +62,9 @@ func Report(tb testing.TB, cfg Config, w io.Writer) {
 		}
 	}
 	header(w, cfg)
-	for i, measure := range []func([]target) *table{e.overhead, e.handoff, e.throughput, e.lossToKill, e.footprint, e.scaling} {
-		if len(cfg.Measures) > 0 && !slices.Contains(cfg.Measures, i+1) {
+	measures := []func([]target) *table{e.beforeAfter, e.overhead, e.handoff, e.throughput, e.lossToKill, e.footprint, e.scaling}
+	for i, measure := range measures {
+		if i == 0 && cfg.Baseline == "" || len(cfg.Measures) > 0 && !slices.Contains(cfg.Measures, i) {
 			continue
 		}
 		begin := time.Now()

@@ -96,13 +96,32 @@ func (e *env) holdAndWait(tg target, tl tool) footprint {
 	time.Sleep(footprintWindow / 6)
 	requests, wakes = e.window(tg, pid, waiter.Process.Pid)
 	f.waitRate, f.waitWake = requests-f.holdRate, wakes[1]
-	f.rss = statusKB(pid, "VmHWM")
+	f.rss, f.watchdogRSS = holdingRSS(holder)
+	return f
+}
+
+// holdingRSS is the peak RSS (VmHWM, kB) so far of a tool holding a lock,
+// and of its other child beside the command (lockrun's watchdog), if any.
+func holdingRSS(p *proc) (holder, other int64) {
+	pid := p.cmd.Process.Pid
 	for _, c := range children(pid) {
-		if c != holder.child {
-			f.watchdogRSS = statusKB(c, "VmHWM")
+		if c != p.child {
+			other = statusKB(c, "VmHWM")
 		}
 	}
-	return f
+	return statusKB(pid, "VmHWM"), other
+}
+
+// peakRSS holds a lock with tl past its first renewal, and returns
+// holdingRSS then.
+func (e *env) peakRSS(tl tool) (holder, other int64) {
+	p, err := startStamped(tl.cmd(e.key("rss"), footprintTTL, e.stampArgs("-hold", "5s")...))
+	if err != nil {
+		e.tb.Fatal(err)
+	}
+	defer p.kill()
+	time.Sleep(footprintTTL/3 + footprintTTL/10)
+	return holdingRSS(p)
 }
 
 // window returns the server's requests per second over one window, and

@@ -9,12 +9,12 @@ func (e *env) overhead(tgs []target) *table {
 	t := &table{
 		title: "1. Whole-process overhead: one uncontended run of `true`",
 		note: "Wall time from fork to exit, p50 (p99) of " + num(float64(e.samplesOf(60))) + " runs of each command, " +
-			"taken round-robin with bare `true` in the same run. lockrun runs `lockrun run -b URL --wait KEY -- true`.",
+			"taken round-robin with bare `true` in the same run. lockrun runs `lockrun run -b URL KEY -- true`, as a crontab would.",
 		head: []string{"backend", "bare `true`", "peer", "peer", "lockrun", "lockrun − `true`", "lockrun / peer"},
 	}
 	for _, tg := range tgs {
 		key := e.key("overhead")
-		cmds := [][]string{{"true"}, tg.peer.cmd(key+"-peer", 0, "true"), tg.lockrun.cmd(key, 0, "true")}
+		cmds := [][]string{{"true"}, tg.peer.once(key+"-peer", "true"), tg.lockrun.once(key, "true")}
 		times := make([]samples, len(cmds))
 		for round := range e.samplesOf(60) {
 			for i := range cmds {

@@ -25,7 +25,8 @@ type tool struct {
 	// queued counts the contenders waiting on key (not the holder); nil
 	// when the tool keeps no queue (it polls).
 	queued func(key string) int
-	renews bool // it keeps its lease alive while the command runs
+	renews bool   // it keeps its lease alive while the command runs
+	url    string // lockrun's --backend; empty for a peer
 }
 
 // target is one backend: its server, lockrun on it, and the peer.
@@ -46,14 +47,34 @@ type target struct {
 const pollPause = "0.1"
 
 func (e *env) lockrunTool(url string, queued func(string) int) tool {
-	return tool{name: "lockrun", binary: e.lockrun, queued: queued, renews: true,
+	return lockrunWith(e.lockrun, url, queued)
+}
+
+// lockrunWith is lockrun as the binary at path, on url.
+func lockrunWith(path, url string, queued func(string) int) tool {
+	return tool{name: "lockrun", binary: path, queued: queued, renews: true, url: url,
 		cmd: func(key string, ttl time.Duration, argv ...string) []string {
-			args := []string{e.lockrun, "run", "-b", url, "--wait"}
-			if ttl > 0 {
-				args = append(args, "--ttl", ttl.String())
-			}
-			return append(append(args, key, "--"), argv...)
+			return lockrunArgs(path, url, []string{"--wait"}, key, ttl, argv)
 		}}
+}
+
+// lockrunArgs is the argv of `lockrun run` with flags.
+func lockrunArgs(path, url string, flags []string, key string, ttl time.Duration, argv []string) []string {
+	args := append([]string{path, "run", "-b", url}, flags...)
+	if ttl > 0 {
+		args = append(args, "--ttl", ttl.String())
+	}
+	return append(append(args, key, "--"), argv...)
+}
+
+// once is the argv that runs argv under the lock on key as a crontab
+// would: lockrun without --wait. Peers wait, which costs nothing on a free
+// lock.
+func (t tool) once(key string, argv ...string) []string {
+	if t.url == "" {
+		return t.cmd(key, 0, argv...)
+	}
+	return lockrunArgs(t.binary, t.url, nil, key, 0, argv)
 }
 
 // fileTarget is the embedded file backend, against flock(1) on the same
