@@ -74,8 +74,9 @@ func (e *env) scaling(tgs []target) *table {
 	}
 	t := &table{
 		title: "6. Scaling: hand-offs with 1, 10 and 100 waiting",
-		note: "One holder and N waiters queued, then drained. p50 hand-off; server requests per hand-off " +
-			"(redis: commands clients sent, not those run by scripts; etcd: gRPC messages received); " +
+		note: "One holder and N waiters queued, then drained (short queues again, for at least " + fmt.Sprint(minHandoffs) +
+			" hand-offs). p50 hand-off; server requests per hand-off (redis: commands clients sent, not those run by " +
+			"scripts; etcd: gRPC messages received; postgres: statements); " +
 			"wake-ups: context switches of a waiting tool process per hand-off it waited through " +
 			"(the slope over the queue: ~0 when only the next in line wakes, more with a herd or a poll).",
 		head: []string{"backend", "waiting", "peer", "peer p50", "peer req/hand-off", "peer wake-ups", "lockrun p50", "lockrun req/hand-off", "lockrun wake-ups"},
@@ -84,13 +85,10 @@ func (e *env) scaling(tgs []target) *table {
 		for _, n := range sizes {
 			row := []string{tg.name, fmt.Sprint(n), "`" + tg.peer.name + "`"}
 			for _, tl := range []tool{tg.peer, tg.lockrun} {
-				c, err := e.runChain(tl, n, tg.served)
-				if err != nil {
-					e.tb.Fatal(err)
-				}
+				c := e.chains(tl, n, tg.served)
 				req, wake := "—", "—"
 				if tg.served != nil {
-					req = num(round1(float64(c.requests) / float64(n)))
+					req = num(round1(float64(c.requests) / float64(len(c.handoffs))))
 				}
 				if n > 1 {
 					wake = num(round1(c.slope))
@@ -101,6 +99,27 @@ func (e *env) scaling(tgs []target) *table {
 		}
 	}
 	return t
+}
+
+// minHandoffs is how many hand-offs the scaling measure takes at least
+// for each queue length: a queue of one is drained that many times.
+const minHandoffs = 20
+
+// chains drains queues of n waiters until minHandoffs hand-offs were
+// seen, and sums them up; the slope is the mean of the queues' slopes.
+func (e *env) chains(tl tool, n int, served func() int64) chain {
+	var all chain
+	runs := (minHandoffs + n - 1) / n
+	for range runs {
+		c, err := e.runChain(tl, n, served)
+		if err != nil {
+			e.tb.Fatal(err)
+		}
+		all.handoffs = append(all.handoffs, c.handoffs...)
+		all.requests += c.requests
+		all.slope += c.slope / float64(runs)
+	}
+	return all
 }
 
 func round1(v float64) float64 { return math.Round(v*10) / 10 }
