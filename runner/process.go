@@ -22,9 +22,8 @@ type process struct {
 	wdErr    error         // why there is no watchdog
 	exited   chan struct{} // closed once the command itself is reaped
 	status   syscall.WaitStatus
-	settled  chan struct{} // closed once the command and its watchdog are reaped
-	leftover bool          // valid once settled: descendants remained
-	gone     chan struct{} // closed once no child of ours remains
+	leftover bool          // valid once exited: other descendants remained
+	gone     chan struct{} // closed once no descendant but the watchdog remains
 	term     *terminal     // set when the command owns the terminal
 }
 
@@ -45,7 +44,7 @@ func startProcess(sp spec) (*process, error) {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return nil, fmt.Errorf("becoming a child subreaper: %w", err)
 	}
-	p := &process{exited: make(chan struct{}), settled: make(chan struct{}), gone: make(chan struct{}), term: foreground(sp.files[0])}
+	p := &process{exited: make(chan struct{}), gone: make(chan struct{}), term: foreground(sp.files[0])}
 	sys := &syscall.SysProcAttr{
 		Setpgid:   true,
 		Pdeathsig: syscall.SIGKILL, // the command must not outlive a SIGKILLed lockrun
@@ -70,7 +69,6 @@ func startProcess(sp spec) (*process, error) {
 func (p *process) reap(sp spec, attr *os.ProcAttr, started chan<- error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	defer close(p.gone)
 	if len(sp.watchdog) > 0 {
 		if p.wd, p.wdErr = startWatchdog(sp.watchdog); p.wd != nil {
 			p.wd.arm(sp.killAt)
@@ -82,6 +80,7 @@ func (p *process) reap(sp spec, attr *os.ProcAttr, started chan<- error) {
 			p.wd.stop()
 			_, _ = syscall.Wait4(p.wd.pid, nil, 0, nil)
 		}
+		close(p.gone)
 		started <- err
 		return
 	}
@@ -94,8 +93,11 @@ func (p *process) reap(sp spec, attr *os.ProcAttr, started chan<- error) {
 	p.reapAll()
 }
 
+// reapAll reaps every child. Once the command is reaped and no other
+// descendant is left, it closes gone and stops the watchdog, which guards
+// the command's leftovers until then; it returns when no child remains.
 func (p *process) reapAll() {
-	commandDone, watchdogDone := false, p.wd == nil
+	commandDone, goneClosed := false, false
 	for {
 		var ws syscall.WaitStatus
 		pid, err := syscall.Wait4(-1, &ws, 0, nil)
@@ -103,28 +105,39 @@ func (p *process) reapAll() {
 			continue
 		}
 		if err != nil { // ECHILD: no child remains
+			if !goneClosed {
+				close(p.gone)
+			}
 			return
 		}
-		switch {
-		case pid == p.pid:
-			p.status, commandDone = ws, true
+		if pid == p.pid {
+			commandDone = true
+			p.status, p.leftover = ws, p.othersAlive()
 			if p.term != nil {
 				p.term.reclaim()
 			}
-			if p.wd != nil {
-				p.wd.stop() // nothing left to guard but leftovers, which lockrun stops itself
-			}
 			close(p.exited)
-		case p.wd != nil && pid == p.wd.pid:
-			watchdogDone = true
-		default:
-			continue
 		}
-		if commandDone && watchdogDone {
-			p.leftover = hasChildren()
-			close(p.settled)
+		if commandDone && !goneClosed && !p.othersAlive() {
+			if p.wd != nil {
+				p.wd.stop()
+			}
+			close(p.gone)
+			goneClosed = true
 		}
 	}
+}
+
+// othersAlive tells whether a descendant other than the watchdog lives.
+// As a subreaper lockrun is an ancestor of every process the command
+// started, even those that left its group or session.
+func (p *process) othersAlive() bool {
+	for _, pid := range procfs.Descendants(os.Getpid()) {
+		if p.wd == nil || pid != p.wd.pid {
+			return true
+		}
+	}
+	return false
 }
 
 // arm moves the watchdog's deadline, if there is a watchdog.
@@ -134,25 +147,24 @@ func (p *process) arm(at time.Time) {
 	}
 }
 
-// hasChildren tells, without reaping, whether this process has a child.
-func hasChildren() bool {
-	var info unix.Siginfo
-	err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
-	return !errors.Is(err, syscall.ECHILD)
-}
-
 // signalGroup sends sig to the command's process group, as a terminal would.
 func (p *process) signalGroup(sig syscall.Signal) {
 	_ = syscall.Kill(-p.pid, sig)
 }
 
 // signalAll sends sig to the command's process group and to every other
-// descendant of this process, including those that left the group.
+// descendant of this process, including those that left the group, but
+// for the watchdog, which must outlive them. It returns how many
+// descendants it signalled.
 func (p *process) signalAll(sig syscall.Signal) int {
 	pids := procfs.Descendants(os.Getpid())
 	p.signalGroup(sig)
+	n := 0
 	for _, pid := range pids {
-		_ = syscall.Kill(pid, sig)
+		if p.wd == nil || pid != p.wd.pid {
+			_ = syscall.Kill(pid, sig)
+			n++
+		}
 	}
-	return len(pids)
+	return n
 }

@@ -99,7 +99,7 @@ func runCommand(ctx context.Context, job Job, lease backend.Lease, sigs <-chan o
 	keeper := heartbeat.Start(ctx, lease, p, lease.Start(), heartbeat.WithLogger(log),
 		heartbeat.OnExtend(func(killAt time.Time) { proc.arm(killAt.Add(backstop)) }))
 	defer keeper.Stop()
-	s := &supervisor{p: proc, loss: keeper, sigs: sigs, grace: p.Grace, log: log}
+	s := &supervisor{p: proc, loss: keeper, sigs: sigs, grace: p.Grace, backstop: backstop, log: log}
 	ws, lost := s.wait()
 	s.cleanup(lost)
 	cause = keeper.Err()

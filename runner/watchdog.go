@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"sync"
 	"syscall"
 	"time"
@@ -130,6 +131,9 @@ func monotonicNS(at time.Time) int64 {
 // closes or the deadline passes, then kills the command's process group and
 // every other descendant of lockrun (pid) still alive.
 func Watch(in *os.File, lockrun int) error {
+	// Signals meant for the command or for lockrun must not end the one
+	// process that holds the deadline when lockrun cannot.
+	signal.Ignore(forwarded...)
 	fd := int(in.Fd())
 	if err := unix.SetNonblock(fd, true); err != nil {
 		return err

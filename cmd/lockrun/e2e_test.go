@@ -273,3 +273,40 @@ func TestFrozenLockrunsCommandDiesByTheDeadline(t *testing.T) {
 		t.Errorf("lockrun woke with exit %d, want 76 (lost)", code)
 	}
 }
+
+// stubbornGroup is a command whose process group has a member besides the
+// command that ignores SIGTERM; it writes that member's pid to pidFile,
+// then runs script.
+func stubbornGroup(pidFile, script string) string {
+	return "trap '' TERM; (trap '' TERM; while :; do sleep 0.05; done) & echo $! > " + pidFile + "; " + script
+}
+
+// A lockrun that has lost its lock and is SIGKILLed during the kill grace
+// still has its watchdog, which kills the command's group at once.
+func TestSIGKILLDuringTheKillGraceStillKillsTheGroup(t *testing.T) {
+	e, pidFile := env(t), filepath.Join(t.TempDir(), "pid")
+	cmd := start(t, e, "run", "--ttl", "6s", "--heartbeat", "200ms", "--kill-grace", "4s", "k", "--", "sh", "-c", stubbornGroup(pidFile, "wait"))
+	pids := pidsFrom(t, pidFile)
+	if r := run(t, e, "release", "k"); r.Code != 0 {
+		t.Fatalf("release: %d %s", r.Code, r.Stderr)
+	}
+	time.Sleep(600 * time.Millisecond) // the loss is seen; SIGTERM was ignored
+	cmd.Process.Kill()
+	cmd.Wait()
+	waitDead(t, pids, 200*time.Millisecond)
+}
+
+// Processes the command left behind are guarded by the watchdog until they
+// are gone: a lockrun SIGKILLed while stopping them does not leave them.
+func TestSIGKILLDuringCleanupStillKillsTheLeftovers(t *testing.T) {
+	e, pidFile := env(t), filepath.Join(t.TempDir(), "pid")
+	cmd := start(t, e, "run", "--ttl", "10s", "--kill-grace", "4s", "k", "--", "sh", "-c", stubbornGroup(pidFile, "exit 0"))
+	pids := pidsFrom(t, pidFile)
+	time.Sleep(300 * time.Millisecond) // the command exited; the leftover ignores SIGTERM
+	if !alive(pids[0]) {
+		t.Fatal("the leftover died before the test could kill lockrun")
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	waitDead(t, pids, 200*time.Millisecond)
+}
