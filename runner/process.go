@@ -18,6 +18,7 @@ import (
 // signalled and waited for, and none is forgotten when the lock is released.
 type process struct {
 	pid      int
+	cg       *cgroup       // the command's cgroup; nil where lockrun may not make one
 	wd       *watchdogLink // nil without a watchdog
 	wdErr    error         // why there is no watchdog
 	exited   chan struct{} // closed once the command itself is reaped
@@ -69,17 +70,23 @@ func startProcess(sp spec) (*process, error) {
 func (p *process) reap(sp spec, attr *os.ProcAttr, started chan<- error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	p.cg, _ = newCgroup()
 	if len(sp.watchdog) > 0 {
-		if p.wd, p.wdErr = startWatchdog(sp.watchdog); p.wd != nil {
+		argv := sp.watchdog
+		if p.cg != nil {
+			argv = append(argv[:len(argv):len(argv)], p.cg.dir)
+		}
+		if p.wd, p.wdErr = startWatchdog(argv, sp.files[3:]); p.wd != nil {
 			p.wd.arm(sp.killAt)
 		}
 	}
-	proc, err := os.StartProcess(sp.path, sp.argv, attr)
+	proc, err := p.start(sp, attr)
 	if err != nil {
 		if p.wd != nil {
 			p.wd.stop()
 			_, _ = syscall.Wait4(p.wd.pid, nil, 0, nil)
 		}
+		p.dropCgroup()
 		close(p.gone)
 		started <- err
 		return
@@ -91,6 +98,29 @@ func (p *process) reap(sp spec, attr *os.ProcAttr, started chan<- error) {
 	}
 	started <- nil
 	p.reapAll()
+}
+
+// start starts the command in its cgroup, or without one if the kernel
+// refuses (no clone3, or a cgroup that may not hold processes).
+func (p *process) start(sp spec, attr *os.ProcAttr) (*os.Process, error) {
+	if p.cg != nil {
+		sys := *attr.Sys
+		sys.UseCgroupFD, sys.CgroupFD = true, p.cg.fd
+		in := *attr
+		in.Sys = &sys
+		if proc, err := os.StartProcess(sp.path, sp.argv, &in); err == nil {
+			return proc, nil
+		}
+		p.dropCgroup()
+	}
+	return os.StartProcess(sp.path, sp.argv, attr)
+}
+
+func (p *process) dropCgroup() {
+	if p.cg != nil {
+		p.cg.remove()
+		p.cg = nil
+	}
 }
 
 // reapAll reaps every child. Once the command is reaped and no other
@@ -106,6 +136,7 @@ func (p *process) reapAll() {
 		}
 		if err != nil { // ECHILD: no child remains
 			if !goneClosed {
+				p.dropCgroup()
 				close(p.gone)
 			}
 			return
@@ -122,6 +153,7 @@ func (p *process) reapAll() {
 			if p.wd != nil {
 				p.wd.stop()
 			}
+			p.dropCgroup()
 			close(p.gone)
 			goneClosed = true
 		}

@@ -37,7 +37,7 @@ type Job struct {
 	Path     string      // the resolved command, see Resolve
 	Args     []string    // argv, Args[0] the name as given
 	Stdio    [3]*os.File // the command's stdin, stdout, stderr
-	Watchdog []string    // argv of a watchdog process (see Watch); none if empty
+	Watchdog []string    // argv of a watchdog process (see Watch), to which the command's cgroup is appended; none if empty
 	Log      *slog.Logger
 }
 

@@ -311,3 +311,22 @@ func TestSIGKILLDuringCleanupStillKillsTheLeftovers(t *testing.T) {
 	cmd.Wait()
 	waitDead(t, pids, 200*time.Millisecond)
 }
+
+// With a cgroup of its own (root, or a delegated subtree), nothing the
+// command starts escapes: a descendant that left the process group and
+// the session dies with a SIGKILLed lockrun too.
+func TestSIGKILLOfLockrunKillsEscapedDescendants(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make a cgroup; CI runs as root")
+	}
+	e, dir := env(t), t.TempDir()
+	pidFile, cgFile := filepath.Join(dir, "pid"), filepath.Join(dir, "cgroup")
+	cmd := start(t, e, "run", "k", "--", "sh", "-c", "grep ^0:: /proc/self/cgroup > "+cgFile+"; setsid sleep 60 & echo $! > "+pidFile+"; wait")
+	pids := pidsFrom(t, pidFile)
+	if cg := waitFile(t, cgFile); !strings.Contains(cg, "/lockrun-") {
+		t.Fatalf("the command runs in cgroup %q, not one of its own", cg)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	waitDead(t, pids, 200*time.Millisecond)
+}

@@ -130,10 +130,10 @@ func watchdogCommand() *cli.Command {
 		Hidden: true,
 		Action: func(c *cli.Context) error {
 			pid, err := strconv.Atoi(c.Args().First())
-			if err != nil || pid <= 0 {
-				return usagef("watchdog: want the pid of lockrun")
+			if err != nil || pid <= 0 || c.Args().Len() > 2 {
+				return usagef("watchdog: want the pid of lockrun, and the command's cgroup if it has one")
 			}
-			return runner.Watch(os.Stdin, pid)
+			return runner.Watch(os.Stdin, pid, c.Args().Get(1))
 		},
 	}
 }
