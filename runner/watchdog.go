@@ -198,7 +198,7 @@ func waitReadable(fd int, timeout time.Duration) error {
 // is left: the watchdog's exit may free the lock (it holds the lock's
 // files), so it must not exit while the killed are still dying.
 func waitGroupGone(pgid int) {
-	for i := 0; i < 1000 && syscall.Kill(-pgid, 0) == nil; i++ {
+	for i := 0; i < 1000 && procfs.GroupAlive(pgid); i++ {
 		time.Sleep(time.Millisecond)
 	}
 }
