@@ -130,8 +130,14 @@ func (p *process) reapAll() {
 	commandDone, goneClosed := false, false
 	for {
 		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, 0, nil)
+		pid, err := syscall.Wait4(-1, &ws, syscall.WUNTRACED, nil)
 		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err == nil && ws.Stopped() {
+			if pid == p.pid && p.term != nil {
+				p.term.suspend(p.pid)
+			}
 			continue
 		}
 		if err != nil { // ECHILD: no child remains
