@@ -11,7 +11,6 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/logging"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/lockrun/lockrun/backend"
@@ -27,9 +26,6 @@ const (
 	DefaultReadTimeout = 2 * time.Second
 )
 
-// params are the query parameters OpenURL accepts.
-var params = []string{"prefix", "dial_timeout", "read_timeout", "ca_file", "cert_file", "key_file"}
-
 // OpenURL opens redis://[user:password@]host[:port][/db][?param=value&...]
 // or rediss://... for TLS. Parameters: prefix (of every key; default
 // "lockrun:"), dial_timeout (default 1s), read_timeout (default 2s; also
@@ -38,16 +34,16 @@ var params = []string{"prefix", "dial_timeout", "read_timeout", "ca_file", "cert
 // The server's certificate is always verified. Bad URLs wrap
 // backend.ErrInvalidURL. OpenURL connects (see probe): a server that cannot
 // be reached or refuses the credentials fails here, wrapping
-// backend.ErrUnavailable.
+// backend.ErrUnavailable. OpenURL switches go-redis's process-wide logger
+// off (DisableClientLogs).
 func OpenURL(ctx context.Context, u *url.URL) (*Backend, error) {
 	opt, prefix, err := parseURL(u)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", backend.ErrInvalidURL, err)
 	}
-	// go-redis reports through its errors and also logs to stderr through a
-	// process-wide logger; lockrun's stderr belongs to the child and to
-	// lockrun's own one-line messages.
-	logging.Disable()
+	// The one change to process-wide state, kept here only until lockrun's
+	// main calls DisableClientLogs itself (see there for why it is global).
+	DisableClientLogs()
 	b := &Backend{
 		client:  goredis.NewClient(opt),
 		opt:     opt,
@@ -71,7 +67,7 @@ func parseURL(u *url.URL) (*goredis.Options, string, error) {
 		return nil, "", fmt.Errorf("use redis://host:port/db, not %s:%s", u.Scheme, u.Opaque)
 	}
 	q := u.Query()
-	if err := urlopt.Known(q, params...); err != nil {
+	if err := urlopt.Known(q, "prefix", "dial_timeout", "read_timeout", "ca_file", "cert_file", "key_file"); err != nil {
 		return nil, "", err
 	}
 	opt := &goredis.Options{
