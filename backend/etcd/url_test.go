@@ -79,17 +79,7 @@ func TestParseURLLoadsTLSFiles(t *testing.T) {
 
 func TestTLSServer(t *testing.T) {
 	srv := etcdtest.StartTLS(t, etcdtest.Certs(testcert.Write(t)))
-	b, k := openTest(t, srv.URL()), backendtest.Key(t)
-	l, err := b.Acquire(t.Context(), k, opts("a", false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Renew(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Release(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	roundTrip(t, openTest(t, srv.URL()), backendtest.Key(t))
 	u, _ := url.Parse("etcds://" + srv.Addr())
 	if _, err := OpenURL(t.Context(), u); !errors.Is(err, backend.ErrUnavailable) {
 		t.Errorf("etcds:// without the CA or a client certificate = %v, want ErrUnavailable", err)

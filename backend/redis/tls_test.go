@@ -16,23 +16,19 @@ import (
 // client certificate is presented when the server asks for one.
 func TestTLS(t *testing.T) {
 	certs := testcert.Write(t)
-	ca := certs.CA
 	port := strconv.Itoa(backendtest.FreePort(t))
 	redistest.Start(t, "--tls-port", port,
 		"--tls-cert-file", certs.Cert, "--tls-key-file", certs.Key,
-		"--tls-ca-cert-file", ca, "--tls-auth-clients", "yes")
+		"--tls-ca-cert-file", certs.CA, "--tls-auth-clients", "yes")
 	base := "rediss://127.0.0.1:" + port + "/0"
 	client := "cert_file=" + certs.Cert + "&key_file=" + certs.Key
 
-	b := open(t, base+"?ca_file="+ca+"&"+client)
-	l, err := b.Acquire(t.Context(), "k", opts("h", time.Minute))
-	if err != nil {
-		t.Fatalf("Acquire over TLS: %v", err)
-	}
+	b := open(t, base+"?ca_file="+certs.CA+"&"+client)
+	l := mustAcquire(t, b, "k", opts("h", time.Minute))
 	l.Release(t.Context())
 	for name, raw := range map[string]string{
 		"a server the system's roots do not vouch for": base + "?" + client,
-		"no client certificate":                        base + "?ca_file=" + ca,
+		"no client certificate":                        base + "?ca_file=" + certs.CA,
 	} {
 		if _, err := tryOpen(raw); !errors.Is(err, backend.ErrUnavailable) {
 			t.Errorf("%s: OpenURL = %v, want ErrUnavailable", name, err)
