@@ -55,6 +55,16 @@ func (b *Backend) waitTurn(ctx context.Context, e *entry, o backend.AcquireOptio
 	if holder == nil {
 		return b.newLease(*e), nil // first in line: the grant started the TTL
 	}
+	if ownEntry(holder, o) { // this run's earlier try holds the lock
+		l, err := b.reclaim(ctx, e.key, holder, o.TTL)
+		if err == nil {
+			b.revoke(ctx, e.id) // and with it the entry just queued
+			return l, nil
+		}
+		if !errors.Is(err, errEvicted) {
+			return nil, err
+		}
+	}
 	wctx, evict := context.WithCancelCause(ctx)
 	kept := make(chan struct{})
 	go func() {
@@ -67,15 +77,27 @@ func (b *Backend) waitTurn(ctx context.Context, e *entry, o backend.AcquireOptio
 	if err != nil {
 		return nil, err
 	}
-	start := time.Now()
-	if err := b.keepAlive(ctx, e.id); err != nil {
-		if isLeaseGone(err) {
-			return nil, fmt.Errorf("%s: lock %q: %w", b.addr, e.key, errEvicted)
-		}
-		return nil, b.failed(ctx, "renewing the lease", e.key, err)
+	if err := b.restartTTL(ctx, e, "renewing the lease"); err != nil {
+		return nil, err
 	}
-	e.start = start
 	return b.newLease(*e), nil
+}
+
+// restartTTL sends one keep-alive for e's lease; once it succeeds, e's
+// start is when it was sent and e's ttl the one it restarted, so that a
+// lease made from e counts its deadline from a request that restarted the
+// TTL. A lease that is gone is errEvicted.
+func (b *Backend) restartTTL(ctx context.Context, e *entry, op string) error {
+	start := time.Now()
+	ttl, err := b.keepAlive(ctx, e.id)
+	switch {
+	case isLeaseGone(err):
+		return fmt.Errorf("%s: lock %q: %w", b.addr, e.key, errEvicted)
+	case err != nil:
+		return b.failed(ctx, op, e.key, err)
+	}
+	e.start, e.ttl = start, ttl
+	return nil
 }
 
 // keepQueued renews a waiting entry's lease every third of its TTL until
@@ -90,7 +112,7 @@ func (b *Backend) keepQueued(ctx context.Context, e *entry, evict context.Cancel
 			return
 		case <-t.C:
 		}
-		if err := b.keepAlive(ctx, e.id); isLeaseGone(err) {
+		if _, err := b.keepAlive(ctx, e.id); isLeaseGone(err) {
 			evict(fmt.Errorf("%s: lock %q: %w", b.addr, e.key, errEvicted))
 			return
 		}
