@@ -11,7 +11,6 @@ import "github.com/redis/go-redis/v9/logging"
 // It is process-wide because go-redis v9.23 offers nothing narrower: its
 // Options have no logger, and redis.SetLogger and logging.Disable replace
 // one package-level logger (a per-client logger is requested in
-// redis/go-redis#3558). A program calls it once, at start, before it
-// opens a backend; OpenURL calls it too, until lockrun's main does (see
-// OpenURL).
+// redis/go-redis#3558). A program calls it once, before it opens a
+// backend; lockrun's CLI does, when the backend URL is a Redis one.
 func DisableClientLogs() { logging.Disable() }

@@ -34,16 +34,13 @@ const (
 // The server's certificate is always verified. Bad URLs wrap
 // backend.ErrInvalidURL. OpenURL connects (see probe): a server that cannot
 // be reached or refuses the credentials fails here, wrapping
-// backend.ErrUnavailable. OpenURL switches go-redis's process-wide logger
-// off (DisableClientLogs).
+// backend.ErrUnavailable. go-redis logs dial failures to stderr unless the
+// program calls DisableClientLogs first.
 func OpenURL(ctx context.Context, u *url.URL) (*Backend, error) {
 	opt, prefix, err := parseURL(u)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", backend.ErrInvalidURL, err)
 	}
-	// The one change to process-wide state, kept here only until lockrun's
-	// main calls DisableClientLogs itself (see there for why it is global).
-	DisableClientLogs()
 	b := &Backend{
 		client:  goredis.NewClient(opt),
 		opt:     opt,

@@ -32,6 +32,7 @@ func openBackend(ctx context.Context, raw string) (backend.Backend, error) {
 		b, err := file.OpenURL(u)
 		return b, wrapURL(raw, err)
 	case "redis", "rediss":
+		redis.DisableClientLogs() // its failures reach us as errors; stderr is the command's too
 		b, err := redis.OpenURL(ctx, u)
 		return b, wrapURL(raw, err)
 	case "etcd", "etcds":
