@@ -39,7 +39,7 @@ func openBackend(ctx context.Context, raw string) (backend.Backend, error) {
 		b, err := etcd.OpenURL(ctx, u)
 		return b, wrapURL(raw, err)
 	case "postgres", "postgresql":
-		b, err := postgres.OpenURL(ctx, u)
+		b, err := postgres.OpenURL(u)
 		return b, wrapURL(raw, err)
 	case "":
 		return nil, usagef("--backend %s: missing scheme: use file:///dir", backend.Redact(raw))
