@@ -96,6 +96,7 @@ type HeldError struct {
 	Status Status
 }
 
+// Error names the key and, when known, its holder, token and time left.
 func (e *HeldError) Error() string {
 	s := e.Status
 	msg := fmt.Sprintf("lock %q is held", s.Key)

@@ -15,18 +15,27 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockrun/lockrun/backend/etcd/etcdtest"
+	"github.com/lockrun/lockrun/backend/redis/redistest"
 	"github.com/lockrun/lockrun/cmd/lockrun/lockruntest"
 )
 
-// shell runs a command line from the repository root, with lockrun on PATH
-// and the test's own lock directory.
-func shell(t *testing.T, locks, line string, args ...string) (string, int) {
+// command is a shell running a command line from the repository root,
+// with lockrun on PATH and LOCKRUN_BACKEND set to the test's backend (as
+// the crontab or unit would set it to the fleet's).
+func command(t *testing.T, backend, line string, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command("sh", append([]string{"-c", line, "sh"}, args...)...)
 	cmd.Dir = ".."
 	binDir := filepath.Dir(lockruntest.Binary(t))
-	cmd.Env = append(os.Environ(), "PATH="+binDir+":"+os.Getenv("PATH"), "LOCKRUN_BACKEND=file://"+locks)
-	out, err := cmd.CombinedOutput()
+	cmd.Env = append(os.Environ(), "PATH="+binDir+":"+os.Getenv("PATH"), "LOCKRUN_BACKEND="+backend)
+	return cmd
+}
+
+// shell runs command to its end and returns its output and status.
+func shell(t *testing.T, backend, line string, args ...string) (string, int) {
+	t.Helper()
+	out, err := command(t, backend, line, args...).CombinedOutput()
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
 		return string(out), exit.ExitCode()
@@ -37,11 +46,11 @@ func shell(t *testing.T, locks, line string, args ...string) (string, int) {
 }
 
 // hold keeps key busy until the test ends.
-func hold(t *testing.T, locks, key string) {
+func hold(t *testing.T, backend, key string) {
 	t.Helper()
 	ready := filepath.Join(t.TempDir(), "ready")
 	cmd := exec.Command(lockruntest.Binary(t), "run", key, "--", "sh", "-c", "echo > "+ready+"; sleep 60")
-	cmd.Env = append(os.Environ(), "LOCKRUN_BACKEND=file://"+locks)
+	cmd.Env = append(os.Environ(), "LOCKRUN_BACKEND="+backend)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -76,37 +85,47 @@ func line(t *testing.T, file, prefix string) string {
 
 func TestCrontab(t *testing.T) {
 	fields := strings.Fields(line(t, "crontab", "*/15 "))
-	command := strings.Join(fields[4:], " ")
-	locks := t.TempDir()
-	if out, code := shell(t, locks, command); code != 0 || !strings.Contains(out, "report run") {
+	entry := strings.Join(fields[4:], " ")
+	fleet := redistest.Start(t).URL()
+	if out, code := shell(t, fleet, entry); code != 0 || !strings.Contains(out, "report run") {
 		t.Errorf("free lock: exit %d, output %q", code, out)
 	}
-	hold(t, locks, "nightly-report")
-	if out, code := shell(t, locks, command); code != 0 || out != "" {
+	hold(t, fleet, "nightly-report")
+	if out, code := shell(t, fleet, entry); code != 0 || out != "" {
 		t.Errorf("busy lock: exit %d, output %q; want 0 and silence for cron", code, out)
 	}
 }
 
+// Two pipelines deploy at once: their lines, appended to one log as they
+// are printed, must not interleave.
 func TestCIDeploysQueueUp(t *testing.T) {
-	locks := t.TempDir()
-	var mu sync.Mutex
-	var all bytes.Buffer
+	fleet := redistest.Start(t).URL()
+	log, err := os.OpenFile(filepath.Join(t.TempDir(), "log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
 	var wg sync.WaitGroup
 	for range 2 {
+		cmd := command(t, fleet, "examples/ci-deploy.sh staging")
+		cmd.Stdout, cmd.Stderr = log, log
 		wg.Go(func() {
-			out, code := shell(t, locks, "examples/ci-deploy.sh staging")
-			if code != 0 {
-				t.Errorf("deploy exit %d: %s", code, out)
+			if err := cmd.Run(); err != nil {
+				t.Errorf("deploy: %v", err)
 			}
-			mu.Lock()
-			all.WriteString(out)
-			mu.Unlock()
 		})
 	}
 	wg.Wait()
-	lines := strings.Split(strings.TrimSpace(all.String()), "\n")
-	if len(lines) != 4 || !strings.HasPrefix(lines[0], "deploying") || !strings.HasPrefix(lines[1], "deployed") {
-		t.Errorf("deploys overlapped or failed:\n%s", all.String())
+	out, _ := os.ReadFile(log.Name())
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	want := []string{"deploying", "deployed", "deploying", "deployed"}
+	if len(lines) != len(want) {
+		t.Fatalf("deploy log:\n%s", out)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Fatalf("deploys overlapped:\n%s", out)
+		}
 	}
 }
 
@@ -115,18 +134,18 @@ func TestSystemdService(t *testing.T) {
 	if line(t, "systemd/report.service", "SuccessExitStatus=") != "75" {
 		t.Error("the unit does not treat a busy lock (75) as success")
 	}
-	locks := t.TempDir()
-	if out, code := shell(t, locks, start); code != 0 || !strings.Contains(out, "report run") {
+	fleet := etcdtest.Start(t).URL()
+	if out, code := shell(t, fleet, start); code != 0 || !strings.Contains(out, "report run") {
 		t.Errorf("ExecStart: exit %d, output %q", code, out)
 	}
-	hold(t, locks, "nightly-report")
-	if out, code := shell(t, locks, start); code != 75 {
+	hold(t, fleet, "nightly-report")
+	if out, code := shell(t, fleet, start); code != 75 {
 		t.Errorf("ExecStart on a busy lock: exit %d, output %q; want 75", code, out)
 	}
 }
 
 func TestFencedBackfillRefusesStaleTokens(t *testing.T) {
-	locks, store := t.TempDir(), filepath.Join(t.TempDir(), "store")
+	locks, store := "file://"+t.TempDir(), filepath.Join(t.TempDir(), "store")
 	out, code := shell(t, locks, `lockrun run backfill-2026 -- examples/fenced-backfill/backfill.sh "$1"`, store)
 	if code != 0 {
 		t.Fatalf("backfill exit %d: %s", code, out)

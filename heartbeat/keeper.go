@@ -141,8 +141,10 @@ func (k *Keeper) loop(ctx context.Context, sent time.Time) {
 	}
 }
 
-// renew runs one renewal that cannot outlast termAt or Stop, even if the
-// lease ignores its context.
+// renew runs one renewal that cannot hold the loop past termAt or Stop,
+// even if the lease ignores its context: the loop stops waiting for it.
+// (Stop then waits for it to return, which a lease that honours its
+// context does at once.)
 func (k *Keeper) renew(ctx context.Context, termAt time.Time) error {
 	rctx, cancel := context.WithDeadline(ctx, termAt)
 	res := make(chan error, 1)

@@ -60,7 +60,7 @@ func (f *fakeLease) sent() []time.Time {
 
 func testPolicy(t *testing.T) Policy {
 	t.Helper()
-	p, err := NewPolicy(3*time.Second, time.Second, 500*time.Millisecond)
+	p, err := NewPolicy(3*time.Second, WithInterval(time.Second), WithGrace(500*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@
 package heartbeat
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -52,26 +53,65 @@ func DefaultGrace(ttl time.Duration) time.Duration { return min(ttl/6, 5*time.Se
 // kernel to tear the process group down: TTL/20, within [100ms, 2s].
 func Margin(ttl time.Duration) time.Duration { return min(max(ttl/20, minMargin), maxMargin) }
 
-// NewPolicy returns the policy for ttl with the given heartbeat interval and
-// kill grace; zero for either picks its default. It fails, saying what to
-// change, when the interval, grace and margin leave no time to renew.
-func NewPolicy(ttl, interval, grace time.Duration) (Policy, error) {
-	if ttl <= 0 {
-		return Policy{}, fmt.Errorf("ttl %v must be positive", ttl)
+// Setting changes one timing of a policy from its default.
+type Setting func(*Policy)
+
+// WithInterval sets the time between renewals (default: DefaultInterval).
+func WithInterval(d time.Duration) Setting { return func(p *Policy) { p.Interval = d } }
+
+// WithGrace sets the time from SIGTERM to SIGKILL (default: DefaultGrace);
+// zero sends SIGKILL at once.
+func WithGrace(d time.Duration) Setting { return func(p *Policy) { p.Grace = d } }
+
+// NewPolicy returns the policy for ttl: the defaults, changed by settings.
+// It fails, saying what to change, when the timings leave no time to renew.
+func NewPolicy(ttl time.Duration, settings ...Setting) (Policy, error) {
+	p := policyFor(ttl, settings)
+	err := p.Validate()
+	if errors.Is(err, errTooTight) {
+		if least := minTTL(settings); least > 0 {
+			err = fmt.Errorf("%w: use a ttl of at least %v, or a shorter heartbeat or kill grace", err, least)
+		}
 	}
-	if interval == 0 {
-		interval = DefaultInterval(ttl)
-	}
-	if grace == 0 {
-		grace = DefaultGrace(ttl)
-	}
-	p := Policy{TTL: ttl, Interval: interval, Grace: grace, Margin: Margin(ttl), Drift: DefaultDrift}
-	return p, p.Validate()
+	return p, err
 }
 
+func policyFor(ttl time.Duration, settings []Setting) Policy {
+	p := Policy{TTL: ttl, Interval: DefaultInterval(ttl), Grace: DefaultGrace(ttl), Margin: Margin(ttl), Drift: DefaultDrift}
+	for _, s := range settings {
+		s(&p)
+	}
+	return p
+}
+
+// minTTL is the shortest TTL, to the millisecond, with which settings (and
+// the defaults that scale with the TTL) are safe; 0 if none up to a day is.
+func minTTL(settings []Setting) time.Duration {
+	ok := func(ttl time.Duration) bool { return policyFor(ttl, settings).Validate() == nil }
+	hi := time.Millisecond
+	for !ok(hi) {
+		if hi *= 2; hi > 24*time.Hour {
+			return 0
+		}
+	}
+	lo := hi / 2
+	for hi-lo > time.Millisecond {
+		if mid := (lo + hi) / 2; ok(mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi.Round(time.Millisecond)
+}
+
+// errTooTight is the error of timings that leave no time to renew.
+var errTooTight = errors.New("no time left to renew")
+
 // Validate reports why p cannot be kept safely, or nil. A policy is safe
-// when a renewal sent one interval after the last one can still succeed
-// before SIGTERM is due: Interval + Grace + Margin < TTL·(1−Drift).
+// when a renewal sent one interval after the last one, and answered within
+// the headroom, still comes before SIGTERM is due:
+// Interval + Grace + Margin + headroom < TTL·(1−Drift).
 func (p Policy) Validate() error {
 	switch {
 	case p.TTL <= 0:
@@ -83,14 +123,19 @@ func (p Policy) Validate() error {
 	case p.Drift < 0 || p.Drift >= 0.5:
 		return fmt.Errorf("drift %v must be in [0, 0.5)", p.Drift)
 	}
-	budget := p.life()
-	if need := p.Interval + p.Grace + p.Margin; need >= budget {
-		minTTL := time.Duration(float64(need)/(1-p.Drift)) + time.Millisecond
-		return fmt.Errorf("heartbeat %v + kill grace %v + safety margin %v leave no time to renew within ttl %v (%v after %.0f%% clock drift): raise the ttl above %v, or lower the heartbeat or the kill grace",
-			p.Interval, p.Grace, p.Margin, p.TTL, budget, p.Drift*100, minTTL.Round(time.Millisecond))
+	if need := p.Interval + p.Grace + p.Margin + p.headroom(); need >= p.life() {
+		return fmt.Errorf("%w: heartbeat %v + kill grace %v + safety margin %v + %v for a round trip exceed ttl %v less %.0f%% clock drift (%v)",
+			errTooTight, ms(p.Interval), ms(p.Grace), ms(p.Margin), ms(p.headroom()), p.TTL, p.Drift*100, ms(p.life()))
 	}
 	return nil
 }
+
+// ms rounds d for a message.
+func ms(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+
+// headroom is the time a round trip to the backend may take without
+// costing a renewal: a tenth of the heartbeat, at least 10ms.
+func (p Policy) headroom() time.Duration { return max(p.Interval/10, 10*time.Millisecond) }
 
 // life is how long after a renewal was sent the lease is surely still held.
 func (p Policy) life() time.Duration {

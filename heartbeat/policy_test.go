@@ -7,7 +7,7 @@ import (
 )
 
 func TestNewPolicyDefaults(t *testing.T) {
-	p, err := NewPolicy(30*time.Second, 0, 0)
+	p, err := NewPolicy(30 * time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,27 +27,45 @@ func TestNewPolicyDefaults(t *testing.T) {
 
 func TestNewPolicyRejectsUnsafeSettings(t *testing.T) {
 	cases := []struct {
-		ttl, hb, grace time.Duration
-		want           string
+		ttl      time.Duration
+		settings []Setting
+		want     string
 	}{
-		{0, 0, 0, "must be positive"},
-		{-time.Second, 0, 0, "must be positive"},
-		{30 * time.Second, time.Millisecond, 0, "too short"},
-		{30 * time.Second, 0, -time.Second, "must not be negative"},
-		{30 * time.Second, 20 * time.Second, 10 * time.Second, "raise the ttl above 31.8"},
-		{3 * time.Second, 0, 5 * time.Second, "leave no time to renew"},
+		{0, nil, "must be positive"},
+		{-time.Second, nil, "must be positive"},
+		{30 * time.Second, []Setting{WithInterval(time.Millisecond)}, "too short"},
+		{30 * time.Second, []Setting{WithGrace(-time.Second)}, "must not be negative"},
+		// 20s + 10s + margin T/20 + headroom 2s < 0.99·T from T = 34.043s.
+		{30 * time.Second, []Setting{WithInterval(20 * time.Second), WithGrace(10 * time.Second)}, "use a ttl of at least 34.043s"},
+		{3 * time.Second, []Setting{WithGrace(5 * time.Second)}, "use a ttl of at least"},
+		// With the defaults that scale with the TTL, 200ms is not enough.
+		{200 * time.Millisecond, nil, "use a ttl of at least 225ms"},
 	}
 	for _, c := range cases {
-		_, err := NewPolicy(c.ttl, c.hb, c.grace)
+		_, err := NewPolicy(c.ttl, c.settings...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("NewPolicy(%v, %v, %v) = %v, want an error containing %q", c.ttl, c.hb, c.grace, err, c.want)
+			t.Errorf("NewPolicy(%v, ...) = %v, want an error containing %q", c.ttl, err, c.want)
+		}
+	}
+}
+
+// The advice must be right: the TTL it names works, a millisecond less
+// does not.
+func TestMinimalTTLAdviceIsExact(t *testing.T) {
+	for _, settings := range [][]Setting{nil, {WithGrace(5 * time.Second)}, {WithInterval(time.Second), WithGrace(0)}} {
+		least := minTTL(settings)
+		if _, err := NewPolicy(least, settings...); err != nil {
+			t.Errorf("advised ttl %v fails: %v", least, err)
+		}
+		if _, err := NewPolicy(least-time.Millisecond, settings...); err == nil {
+			t.Errorf("ttl %v works, below the advised %v", least-time.Millisecond, least)
 		}
 	}
 }
 
 func TestShortTTLDefaultsAreSafe(t *testing.T) {
 	for _, ttl := range []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 10 * time.Second, time.Hour} {
-		if _, err := NewPolicy(ttl, 0, 0); err != nil {
+		if _, err := NewPolicy(ttl); err != nil {
 			t.Errorf("defaults for ttl %v rejected: %v", ttl, err)
 		}
 	}

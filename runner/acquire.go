@@ -33,7 +33,13 @@ func acquire(ctx context.Context, job Job, sigs <-chan os.Signal) (backend.Lease
 
 	backoff := 200 * time.Millisecond
 	for attempt := 1; ; attempt++ {
+		began := time.Now()
 		lease, err := job.Locker.Acquire(ctx, job.Key, job.Lease)
+		if time.Since(began) > waitedLong {
+			// The backend answered and this waiter waited: a failure after
+			// that is a new blip, not the next of a run of failures.
+			attempt, backoff = 1, 200*time.Millisecond
+		}
 		if err == nil {
 			err = fresh(ctx, job, lease)
 		}
@@ -62,6 +68,10 @@ func acquire(ctx context.Context, job Job, sigs <-chan os.Signal) (backend.Lease
 
 var errTimedOut = errors.New("timed out")
 
+// waitedLong is how long an acquisition must have lasted for its failure
+// to count as a new blip rather than the next of a run of failures.
+const waitedLong = 5 * time.Second
+
 // fresh refuses a lease whose reply came so late that less than one
 // heartbeat is left before the command would have to be stopped: starting
 // the command then would only be to kill it.
@@ -72,7 +82,7 @@ func fresh(ctx context.Context, job Job, lease backend.Lease) error {
 	}
 	giveBack(ctx, lease)
 	return fmt.Errorf("%w: the lock was granted %v after it was asked for, too late to run under a %v lease",
-		backend.ErrUnavailable, time.Since(lease.Start()).Round(time.Millisecond), job.Policy.TTL)
+		backend.ErrUnavailable, time.Since(lease.Start()).Round(10*time.Microsecond), job.Policy.TTL)
 }
 
 // acquireError turns an acquisition failure into lockrun's exit status.

@@ -23,6 +23,7 @@ type ExitError struct {
 	Err  error
 }
 
+// Error explains the status: lockrun's own reason, or the child's status.
 func (e *ExitError) Error() string {
 	if e.Err == nil {
 		return fmt.Sprintf("command exited with status %d", e.Code)
@@ -33,6 +34,7 @@ func (e *ExitError) Error() string {
 // ExitCode is the process exit status this error stands for.
 func (e *ExitError) ExitCode() int { return e.Code }
 
+// Unwrap gives errors.Is and errors.As the reason, if any.
 func (e *ExitError) Unwrap() error { return e.Err }
 
 // statusCode turns a wait status into a shell-style exit code: the exit

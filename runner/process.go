@@ -18,13 +18,13 @@ import (
 // signalled and waited for, and none is forgotten when the lock is released.
 type process struct {
 	pid      int
+	cg       *cgroup       // the command's cgroup; nil where lockrun may not make one
 	wd       *watchdogLink // nil without a watchdog
 	wdErr    error         // why there is no watchdog
 	exited   chan struct{} // closed once the command itself is reaped
 	status   syscall.WaitStatus
-	settled  chan struct{} // closed once the command and its watchdog are reaped
-	leftover bool          // valid once settled: descendants remained
-	gone     chan struct{} // closed once no child of ours remains
+	leftover bool          // valid once exited: other descendants remained
+	gone     chan struct{} // closed once no descendant but the watchdog remains
 	term     *terminal     // set when the command owns the terminal
 }
 
@@ -34,36 +34,18 @@ type spec struct {
 	argv     []string // argv[0] is the name as given
 	env      []string
 	files    []*os.File // stdin, stdout, stderr, then files to inherit
-	watchdog watchdog   // already running, or why there is none
+	watchdog []string   // argv of the watchdog; none when empty
 	killAt   time.Time  // the watchdog's first deadline
 }
 
-// watchdog is a started watchdog, or why none could be started.
-type watchdog struct {
-	link *watchdogLink // nil without a watchdog
-	err  error
-}
-
-// newWatchdog starts a watchdog with argv; none when argv is empty.
-func newWatchdog(argv []string) watchdog {
-	if len(argv) == 0 {
-		return watchdog{}
-	}
-	l, err := startWatchdog(argv)
-	return watchdog{link: l, err: err}
-}
-
-// startProcess arms the watchdog with the first deadline, then starts the
-// command in its own process group. The reaper it starts collects every
-// child of this process, so a process that calls it must start no other
-// children meanwhile. The watchdog is stopped if the command cannot start.
+// startProcess starts the command in its own process group, after its
+// watchdog. The reaper it starts collects every child of this process, so
+// a process that calls it must start no other children meanwhile.
 func startProcess(sp spec) (*process, error) {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		sp.watchdog.link.discard()
 		return nil, fmt.Errorf("becoming a child subreaper: %w", err)
 	}
-	p := &process{exited: make(chan struct{}), settled: make(chan struct{}), gone: make(chan struct{}), term: foreground(sp.files[0]),
-		wd: sp.watchdog.link, wdErr: sp.watchdog.err}
+	p := &process{exited: make(chan struct{}), gone: make(chan struct{}), term: foreground(sp.files[0])}
 	sys := &syscall.SysProcAttr{
 		Setpgid:   true,
 		Pdeathsig: syscall.SIGKILL, // the command must not outlive a SIGKILLed lockrun
@@ -81,20 +63,31 @@ func startProcess(sp spec) (*process, error) {
 	return p, nil
 }
 
-// reap arms the watchdog and starts the command, then reaps children
-// until none remains. Linux sends the parent-death signal when the thread
-// that forked the child exits, not the process, so this goroutine holds its
-// thread until then.
+// reap starts the watchdog and the command, then reaps children until none
+// remains. Linux sends the parent-death signal when the thread that forked
+// the child exits, not the process, so this goroutine holds its thread
+// until then.
 func (p *process) reap(sp spec, attr *os.ProcAttr, started chan<- error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	defer close(p.gone)
-	if p.wd != nil {
-		p.wd.arm(sp.killAt) // written to its pipe before the command exists
+	p.cg, _ = newCgroup()
+	if len(sp.watchdog) > 0 {
+		argv := sp.watchdog
+		if p.cg != nil {
+			argv = append(argv[:len(argv):len(argv)], p.cg.dir)
+		}
+		if p.wd, p.wdErr = startWatchdog(argv, sp.files[3:]); p.wd != nil {
+			p.wd.arm(sp.killAt)
+		}
 	}
-	proc, err := os.StartProcess(sp.path, sp.argv, attr)
+	proc, err := p.start(sp, attr)
 	if err != nil {
-		p.wd.discard()
+		if p.wd != nil {
+			p.wd.stop()
+			_, _ = syscall.Wait4(p.wd.pid, nil, 0, nil)
+		}
+		p.dropCgroup()
+		close(p.gone)
 		started <- err
 		return
 	}
@@ -107,37 +100,82 @@ func (p *process) reap(sp spec, attr *os.ProcAttr, started chan<- error) {
 	p.reapAll()
 }
 
+// start starts the command in its cgroup, or without one if the kernel
+// refuses (no clone3, or a cgroup that may not hold processes).
+func (p *process) start(sp spec, attr *os.ProcAttr) (*os.Process, error) {
+	if p.cg != nil {
+		sys := *attr.Sys
+		sys.UseCgroupFD, sys.CgroupFD = true, p.cg.fd
+		in := *attr
+		in.Sys = &sys
+		if proc, err := os.StartProcess(sp.path, sp.argv, &in); err == nil {
+			return proc, nil
+		}
+		p.dropCgroup()
+	}
+	return os.StartProcess(sp.path, sp.argv, attr)
+}
+
+func (p *process) dropCgroup() {
+	if p.cg != nil {
+		p.cg.remove()
+		p.cg = nil
+	}
+}
+
+// reapAll reaps every child. Once the command is reaped and no other
+// descendant is left, it closes gone and stops the watchdog, which guards
+// the command's leftovers until then; it returns when no child remains.
 func (p *process) reapAll() {
-	commandDone, watchdogDone := false, p.wd == nil
+	commandDone, goneClosed := false, false
 	for {
 		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, 0, nil)
+		pid, err := syscall.Wait4(-1, &ws, syscall.WUNTRACED, nil)
 		if errors.Is(err, syscall.EINTR) {
 			continue
 		}
+		if err == nil && ws.Stopped() {
+			if pid == p.pid && p.term != nil {
+				p.term.suspend(p.pid)
+			}
+			continue
+		}
 		if err != nil { // ECHILD: no child remains
+			if !goneClosed {
+				p.dropCgroup()
+				close(p.gone)
+			}
 			return
 		}
-		switch {
-		case pid == p.pid:
-			p.status, commandDone = ws, true
+		if pid == p.pid {
+			commandDone = true
+			p.status, p.leftover = ws, p.othersAlive()
 			if p.term != nil {
 				p.term.reclaim()
 			}
-			if p.wd != nil {
-				p.wd.stop() // nothing left to guard but leftovers, which lockrun stops itself
-			}
 			close(p.exited)
-		case p.wd != nil && pid == p.wd.pid:
-			watchdogDone = true
-		default:
-			continue
 		}
-		if commandDone && watchdogDone {
-			p.leftover = hasChildren()
-			close(p.settled)
+		if commandDone && !goneClosed && !p.othersAlive() {
+			if p.wd != nil {
+				p.wd.stop()
+			}
+			p.dropCgroup()
+			close(p.gone)
+			goneClosed = true
 		}
 	}
+}
+
+// othersAlive tells whether a descendant other than the watchdog lives.
+// As a subreaper lockrun is an ancestor of every process the command
+// started, even those that left its group or session.
+func (p *process) othersAlive() bool {
+	for _, pid := range procfs.Descendants(os.Getpid()) {
+		if p.wd == nil || pid != p.wd.pid {
+			return true
+		}
+	}
+	return false
 }
 
 // arm moves the watchdog's deadline, if there is a watchdog.
@@ -147,25 +185,24 @@ func (p *process) arm(at time.Time) {
 	}
 }
 
-// hasChildren tells, without reaping, whether this process has a child.
-func hasChildren() bool {
-	var info unix.Siginfo
-	err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
-	return !errors.Is(err, syscall.ECHILD)
-}
-
 // signalGroup sends sig to the command's process group, as a terminal would.
 func (p *process) signalGroup(sig syscall.Signal) {
 	_ = syscall.Kill(-p.pid, sig)
 }
 
 // signalAll sends sig to the command's process group and to every other
-// descendant of this process, including those that left the group.
+// descendant of this process, including those that left the group, but
+// for the watchdog, which must outlive them. It returns how many
+// descendants it signalled.
 func (p *process) signalAll(sig syscall.Signal) int {
 	pids := procfs.Descendants(os.Getpid())
 	p.signalGroup(sig)
+	n := 0
 	for _, pid := range pids {
-		_ = syscall.Kill(pid, sig)
+		if p.wd == nil || pid != p.wd.pid {
+			_ = syscall.Kill(pid, sig)
+			n++
+		}
 	}
-	return len(pids)
+	return n
 }

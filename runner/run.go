@@ -37,7 +37,7 @@ type Job struct {
 	Path     string      // the resolved command, see Resolve
 	Args     []string    // argv, Args[0] the name as given
 	Stdio    [3]*os.File // the command's stdin, stdout, stderr
-	Watchdog []string    // argv of a watchdog process (see Watch); none if empty
+	Watchdog []string    // argv of a watchdog process (see Watch), to which the command's cgroup is appended; none if empty
 	Log      *slog.Logger
 }
 
@@ -48,28 +48,14 @@ func Run(ctx context.Context, job Job) error {
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 
-	// A run that may wait starts its watchdog before it asks for the
-	// lock: its start-up (a process, and a Go runtime to initialise) then
-	// overlaps the wait, instead of delaying the command when the lock is
-	// handed over. A run that gives up when the lock is busy starts it once
-	// it holds the lock: it would be wasted on a busy lock, and on a free
-	// one it would compete with lockrun for the CPU.
-	var wd watchdog
-	if job.Lease.Wait {
-		wd = newWatchdog(job.Watchdog)
-	}
 	lease, err := acquire(ctx, job, sigs)
 	if err != nil {
-		wd.link.discard()
 		return err
-	}
-	if !job.Lease.Wait {
-		wd = newWatchdog(job.Watchdog)
 	}
 	log := job.Log.With("token", lease.Token().String())
 	log.Debug("lock acquired", "ttl", lease.TTL(), "took", time.Since(lease.Start()).Round(time.Microsecond))
 
-	status, lost, cause, err := runCommand(ctx, job, lease, sigs, log, wd)
+	status, lost, cause, err := runCommand(ctx, job, lease, sigs, log)
 	release(job, lease, lost, log)
 	switch {
 	case err != nil:
@@ -84,10 +70,9 @@ func Run(ctx context.Context, job Job) error {
 
 // runCommand starts the command, keeps the lease alive while it runs, and
 // supervises it to its end. It never starts a command without a live lease.
-func runCommand(ctx context.Context, job Job, lease backend.Lease, sigs <-chan os.Signal, log *slog.Logger, wd watchdog) (status int, lost bool, cause, err error) {
+func runCommand(ctx context.Context, job Job, lease backend.Lease, sigs <-chan os.Signal, log *slog.Logger) (status int, lost bool, cause, err error) {
 	p := job.Policy
 	if !time.Now().Before(p.TermAt(lease.Start())) {
-		wd.link.discard()
 		return 0, true, fmt.Errorf("%w: granted too late to run", backend.ErrLost), nil
 	}
 	env := childEnv(os.Environ(), map[string]string{
@@ -103,7 +88,7 @@ func runCommand(ctx context.Context, job Job, lease backend.Lease, sigs <-chan o
 	backstop := p.Margin / 2
 	proc, err := startProcess(spec{
 		path: job.Path, argv: job.Args, env: env, files: append(job.Stdio[:], lockFiles(lease)...),
-		watchdog: wd, killAt: p.KillAt(lease.Start()).Add(backstop),
+		watchdog: job.Watchdog, killAt: p.KillAt(lease.Start()).Add(backstop),
 	})
 	if err != nil {
 		return 0, false, nil, startError(job.Args[0], err)
@@ -114,7 +99,7 @@ func runCommand(ctx context.Context, job Job, lease backend.Lease, sigs <-chan o
 	keeper := heartbeat.Start(ctx, lease, p, lease.Start(), heartbeat.WithLogger(log),
 		heartbeat.OnExtend(func(killAt time.Time) { proc.arm(killAt.Add(backstop)) }))
 	defer keeper.Stop()
-	s := &supervisor{p: proc, loss: keeper, sigs: sigs, grace: p.Grace, log: log}
+	s := &supervisor{p: proc, loss: keeper, sigs: sigs, grace: p.Grace, backstop: backstop, log: log}
 	ws, lost := s.wait()
 	s.cleanup(lost)
 	cause = keeper.Err()

@@ -23,7 +23,7 @@ import (
 
 func testJob(t *testing.T, l Locker, script string) Job {
 	t.Helper()
-	p, err := heartbeat.NewPolicy(time.Second, 0, 0)
+	p, err := heartbeat.NewPolicy(time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,11 +20,12 @@ type loss interface {
 
 // supervisor watches one running command.
 type supervisor struct {
-	p     *process
-	loss  loss
-	sigs  <-chan os.Signal
-	grace time.Duration
-	log   *slog.Logger
+	p        *process
+	loss     loss
+	sigs     <-chan os.Signal
+	grace    time.Duration
+	backstop time.Duration // how long after lockrun's SIGKILL the watchdog's comes
+	log      *slog.Logger
 }
 
 // wait forwards signals until the command exits or the lock is lost; on
@@ -46,6 +47,7 @@ func (s *supervisor) wait() (syscall.WaitStatus, bool) {
 			lostCh, lost = nil, true
 			killBy := s.loss.KillBy()
 			s.log.Error("lock lost: stopping the command", "pid", s.p.pid, "kill_in", time.Until(killBy).Round(time.Millisecond))
+			s.p.arm(killBy.Add(s.backstop)) // the watchdog, too, kills by the new deadline
 			s.p.signalAll(syscall.SIGTERM)
 			kill = time.After(time.Until(killBy))
 		case <-kill:
@@ -60,35 +62,51 @@ func (s *supervisor) wait() (syscall.WaitStatus, bool) {
 }
 
 // cleanup stops what the command left running after it exited: SIGTERM,
-// then SIGKILL when the grace ends or at deadline (when the lock is already
-// lost), whichever is first. The lock is only released after this, so that
-// no leftover of one run overlaps the next.
+// then SIGKILL when the grace ends or at the kill deadline if the lock is
+// lost meanwhile, whichever is first. The lock is only released after
+// this, so that no leftover of one run overlaps the next; the heartbeat
+// and the watchdog keep guarding the lease until then.
 func (s *supervisor) cleanup(lost bool) {
-	<-s.p.settled
 	if !s.p.leftover {
 		<-s.p.gone
 		return
 	}
-	killAt := time.Now().Add(s.grace)
-	if lost && s.loss.KillBy().Before(killAt) {
-		killAt = s.loss.KillBy()
-	}
-	n := s.p.signalAll(syscall.SIGTERM)
-	if !lost {
+	if n := s.p.signalAll(syscall.SIGTERM); !lost {
 		s.log.Warn("the command left processes behind: stopping them before releasing the lock", "count", n)
 	}
-	select {
-	case <-s.p.gone:
-		return
-	case <-time.After(time.Until(killAt)):
+	lostCh := s.loss.Lost()
+	kill := time.NewTimer(time.Until(s.killAt(time.Now().Add(s.grace))))
+	defer kill.Stop()
+	for {
+		select {
+		case <-s.p.gone:
+			return
+		case <-lostCh:
+			lostCh = nil
+			kill.Reset(time.Until(s.killAt(time.Now().Add(s.grace))))
+		case <-kill.C:
+			s.p.killAll()
+			<-s.p.gone
+			return
+		}
 	}
-	s.p.killAll()
-	<-s.p.gone
+}
+
+// killAt is at, or the kill deadline if the lock is lost and that comes
+// first.
+func (s *supervisor) killAt(at time.Time) time.Time {
+	if isClosed(s.loss.Lost()) && s.loss.KillBy().Before(at) {
+		return s.loss.KillBy()
+	}
+	return at
 }
 
 // killAll sends SIGKILL until no descendant is left alive, so that one
 // forked between two /proc walks is caught by the next.
 func (p *process) killAll() {
+	if p.cg != nil {
+		_ = p.cg.kill() // atomic: also catches processes forked meanwhile
+	}
 	for i := 0; i < 100 && p.signalAll(syscall.SIGKILL) > 0; i++ {
 		time.Sleep(time.Millisecond) // let the killed become zombies
 	}

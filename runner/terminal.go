@@ -30,10 +30,32 @@ func foreground(f *os.File) *terminal {
 }
 
 // reclaim puts lockrun's group back in the foreground once the command has
-// exited. A background group that does so gets SIGTTOU, as shells do, so it
-// is ignored for the call.
-func (t *terminal) reclaim() {
+// exited or stopped.
+func (t *terminal) reclaim() { t.give(t.pgrp) }
+
+// give puts group pgrp in the terminal's foreground. A background group
+// that does so gets SIGTTOU, as shells know, so it is ignored for the call.
+func (t *terminal) give(pgrp int) {
 	signal.Ignore(syscall.SIGTTOU)
 	defer signal.Reset(syscall.SIGTTOU)
-	_ = unix.IoctlSetPointerInt(t.fd, unix.TIOCSPGRP, t.pgrp)
+	_ = unix.IoctlSetPointerInt(t.fd, unix.TIOCSPGRP, pgrp)
+}
+
+// suspend follows a command that stopped (Ctrl-Z) as a shell's job would:
+// lockrun takes the terminal back and stops itself, so that the shell
+// regains control; when continued (fg or bg) it continues the command, and
+// lends it the terminal again if lockrun is in the foreground. While
+// stopped lockrun renews nothing: a suspension longer than the lease ends
+// in a loss, and the watchdog kills the command by the deadline.
+func (t *terminal) suspend(pgid int) {
+	t.reclaim()
+	cont := make(chan os.Signal, 1)
+	signal.Notify(cont, syscall.SIGCONT)
+	defer signal.Stop(cont)
+	_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+	<-cont
+	if fg, err := unix.IoctlGetInt(t.fd, unix.TIOCGPGRP); err == nil && fg == t.pgrp {
+		t.give(pgid)
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGCONT)
 }

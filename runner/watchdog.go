@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"sync"
 	"syscall"
 	"time"
@@ -40,8 +41,10 @@ type watchdogLink struct {
 
 // startWatchdog starts argv (argv[0] is the path) as the watchdog, in its
 // own process group so that signals meant for lockrun's group do not reach
-// it, and without a parent-death signal: it must outlive lockrun.
-func startWatchdog(argv []string) (*watchdogLink, error) {
+// it, and without a parent-death signal: it must outlive lockrun. It holds
+// the lock's files too (see filesLease), so that a lock kept by open files
+// is freed only after the watchdog has killed everything, and exited.
+func startWatchdog(argv []string, lockFiles []*os.File) (*watchdogLink, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -55,7 +58,7 @@ func startWatchdog(argv []string) (*watchdogLink, error) {
 	defer null.Close()
 	proc, err := os.StartProcess(argv[0], argv, &os.ProcAttr{
 		Env:   []string{},
-		Files: []*os.File{r, null, os.Stderr},
+		Files: append([]*os.File{r, null, os.Stderr}, lockFiles...),
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	})
 	if err != nil {
@@ -107,16 +110,6 @@ func (l *watchdogLink) group(pgid int) { l.send('g', int64(pgid)) }
 // arm sets the kill deadline.
 func (l *watchdogLink) arm(at time.Time) { l.send('d', monotonicNS(at)) }
 
-// discard kills a watchdog that will guard no command and reaps it. It does
-// nothing without a watchdog (l nil).
-func (l *watchdogLink) discard() {
-	if l == nil {
-		return
-	}
-	l.stop()
-	_, _ = syscall.Wait4(l.pid, nil, 0, nil)
-}
-
 // stop kills the watchdog: the command has exited, nothing is left to guard.
 func (l *watchdogLink) stop() {
 	l.mu.Lock()
@@ -137,9 +130,13 @@ func monotonicNS(at time.Time) int64 {
 }
 
 // Watch is the watchdog's side: it reads messages from in until the pipe
-// closes or the deadline passes, then kills the command's process group and
-// every other descendant of lockrun (pid) still alive.
-func Watch(in *os.File, lockrun int) error {
+// closes or the deadline passes, then kills the command's process group,
+// everything in the command's cgroup (the directory cgroupDir, if not
+// empty) and every other descendant of lockrun (pid) still alive.
+func Watch(in *os.File, lockrun int, cgroupDir string) error {
+	// Signals meant for the command or for lockrun must not end the one
+	// process that holds the deadline when lockrun cannot.
+	signal.Ignore(forwarded...)
 	fd := int(in.Fd())
 	if err := unix.SetNonblock(fd, true); err != nil {
 		return err
@@ -152,7 +149,7 @@ func Watch(in *os.File, lockrun int) error {
 		timeout := time.Duration(-1)
 		if deadline != 0 {
 			if timeout = time.Duration(deadline - monotonicNS(time.Now())); timeout <= 0 {
-				return killTree(pgid, lockrun, "lockrun did not renew the lease in time")
+				return killTree(pgid, lockrun, cgroupDir, "lockrun did not renew the lease in time")
 			}
 		}
 		if err := waitReadable(fd, timeout); err != nil {
@@ -161,7 +158,7 @@ func Watch(in *os.File, lockrun int) error {
 		n, err := syscall.Read(fd, buf)
 		switch {
 		case n == 0 && err == nil:
-			return killTree(pgid, lockrun, "lockrun died")
+			return killTree(pgid, lockrun, cgroupDir, "lockrun died")
 		case errors.Is(err, syscall.EAGAIN), errors.Is(err, syscall.EINTR):
 			continue
 		case err != nil:
@@ -197,12 +194,25 @@ func waitReadable(fd int, timeout time.Duration) error {
 	return err
 }
 
-func killTree(pgid, lockrun int, why string) error {
+// waitGroupGone waits, a second at most, until no process of group pgid
+// is left: the watchdog's exit may free the lock (it holds the lock's
+// files), so it must not exit while the killed are still dying.
+func waitGroupGone(pgid int) {
+	for i := 0; i < 1000 && procfs.GroupAlive(pgid); i++ {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func killTree(pgid, lockrun int, cgroupDir, why string) error {
 	if pgid == 0 {
 		return nil // the command never started
 	}
 	fmt.Fprintf(os.Stderr, "lockrun: watchdog: %s: killing the command\n", why)
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	if cgroupDir != "" {
+		killCgroup(cgroupDir)
+	}
+	defer waitGroupGone(pgid)
 	self := os.Getpid()
 	for i := 0; i < 100; i++ {
 		found := false

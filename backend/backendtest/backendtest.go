@@ -43,6 +43,9 @@ func Run(t *testing.T, h Harness) {
 	t.Run("WaitWakesOnRelease", s.waitWakesOnRelease)
 	t.Run("WaitHonorsContext", s.waitHonorsContext)
 	t.Run("CrashedHolderIsTakenOver", s.crashedHolderIsTakenOver)
+	t.Run("LeaseLastsItsTTL", s.leaseLastsItsTTL)
+	t.Run("RenewExtends", s.renewExtends)
+	t.Run("RetriedAcquireRestartsTheTTL", s.retriedAcquireRestartsTheTTL)
 	t.Run("ForceReleaseRevokes", s.forceReleaseRevokes)
 	t.Run("InvalidKey", s.invalidKey)
 }
@@ -331,6 +334,84 @@ func (s *suite) crashedHolderIsTakenOver(t *testing.T) {
 		t.Errorf("after a stale Release, Inspect = %+v, %v; want still held by bob", st, err)
 	}
 	release(t, w)
+}
+
+// heldUntil checks, by trying to take the lock from another client every
+// TTL/20, that key stays held until the local deadline of a lease that
+// started at start: Start() + TTL·(1−1%), the heartbeat's model.
+func (s *suite) heldUntil(t *testing.T, key string, start time.Time, during func()) {
+	t.Helper()
+	other := s.open(t)
+	deadline := start.Add(s.h.TTL - s.h.TTL/100 - 10*time.Millisecond)
+	next := time.Now()
+	for time.Now().Before(deadline) {
+		if l, err := other.Acquire(t.Context(), key, s.opts("intruder")); err == nil {
+			l.Release(context.Background())
+			t.Fatalf("another client took the lock %v before the lease's local deadline", time.Until(deadline))
+		} else if !errors.Is(err, backend.ErrHeld) {
+			t.Fatalf("probe: %v", err)
+		}
+		if during != nil && !time.Now().Before(next) {
+			during()
+			next = time.Now().Add(s.h.TTL / 3)
+		}
+		time.Sleep(s.h.TTL / 20)
+	}
+}
+
+// leaseLastsItsTTL: a lease that is never renewed still excludes others
+// until Start()+TTL (less the drift the heartbeat allows for).
+func (s *suite) leaseLastsItsTTL(t *testing.T) {
+	key := Key(t)
+	l := s.mustAcquire(t, s.open(t), key, "alice")
+	s.heldUntil(t, key, l.Start(), nil)
+	_ = l.Release(context.Background())
+}
+
+// renewExtends: renewing every TTL/3 keeps the lock held for three TTLs.
+func (s *suite) renewExtends(t *testing.T) {
+	key := Key(t)
+	l := s.mustAcquire(t, s.open(t), key, "alice")
+	var last time.Time
+	renew := func() {
+		sent := time.Now()
+		if err := l.Renew(t.Context()); err != nil {
+			t.Fatalf("Renew: %v", err)
+		}
+		last = sent
+	}
+	s.heldUntil(t, key, l.Start().Add(2*s.h.TTL), renew)
+	if last.IsZero() || time.Since(last) > s.h.TTL/2 {
+		t.Fatalf("renewals stopped early (last %v ago)", time.Since(last))
+	}
+	release(t, l)
+}
+
+// retriedAcquireRestartsTheTTL: the runner retries Acquire with the same
+// run id when a reply may have been lost. A backend that hands the lease
+// back must restart its TTL, since the new lease's Start() is the retry's;
+// refusing the retry (ErrHeld) is also safe.
+func (s *suite) retriedAcquireRestartsTheTTL(t *testing.T) {
+	b, key := s.open(t), Key(t)
+	o := s.opts("alice")
+	first, err := b.Acquire(t.Context(), key, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(s.h.TTL / 2)
+	again, err := b.Acquire(t.Context(), key, o)
+	switch {
+	case errors.Is(err, backend.ErrHeld):
+		_ = first.Release(context.Background())
+		return
+	case err != nil:
+		t.Fatalf("retried Acquire: %v", err)
+	}
+	if again.Token() < first.Token() {
+		t.Errorf("a retry handed out token %d, below the %d of the grant it retries", again.Token(), first.Token())
+	}
+	s.heldUntil(t, key, again.Start(), nil)
+	_ = again.Release(context.Background())
 }
 
 func (s *suite) forceReleaseRevokes(t *testing.T) {

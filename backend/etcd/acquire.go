@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -33,6 +34,8 @@ type entry struct {
 // unit; the server may raise it to its minimum) and queues an entry under
 // it. Without o.Wait the entry is only written when the queue is empty,
 // in the same transaction that checks it; with o.Wait it waits its turn.
+// Either way, a lock held by an entry of the same RunID, left by an
+// earlier try whose reply was lost, is taken over (see reclaim).
 func (b *Backend) Acquire(ctx context.Context, key string, o backend.AcquireOptions) (backend.Lease, error) {
 	if err := backend.ValidateKey(key); err != nil {
 		return nil, err
@@ -44,15 +47,35 @@ func (b *Backend) Acquire(ctx context.Context, key string, o backend.AcquireOpti
 	if err != nil {
 		return nil, err
 	}
-	holder, err := b.enqueue(ctx, &e, o, false)
-	if err == nil && holder != nil {
-		err = &backend.HeldError{Status: b.status(key, holder)}
+	l, err := b.take(ctx, &e, o)
+	if err != nil || l.e.id != e.id {
+		b.revoke(ctx, e.id) // unused: the lock is held, or an earlier try's lease holds it
 	}
 	if err != nil {
-		b.revoke(ctx, e.id)
 		return nil, err
 	}
-	return b.newLease(e), nil
+	return l, nil
+}
+
+// take writes e's entry if the queue is empty. When this run's earlier
+// entry holds the lock, it takes that over; should the entry go away
+// meanwhile, the queue may be empty now, so take tries once more.
+func (b *Backend) take(ctx context.Context, e *entry, o backend.AcquireOptions) (*lease, error) {
+	for range 2 {
+		holder, err := b.enqueue(ctx, e, o, false)
+		switch {
+		case err != nil:
+			return nil, err
+		case holder == nil:
+			return b.newLease(*e), nil
+		case !ownEntry(holder, o):
+			return nil, &backend.HeldError{Status: b.status(e.key, holder)}
+		}
+		if l, err := b.reclaim(ctx, e.key, holder, o.TTL); !errors.Is(err, errEvicted) {
+			return l, err
+		}
+	}
+	return nil, b.unavailable("taking the lock", e.key, errEvicted)
 }
 
 // grant asks for a lease; its TTL starts on the server after start.

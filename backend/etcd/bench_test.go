@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,30 +24,12 @@ import (
 
 func BenchmarkAcquireRelease(b *testing.B) {
 	srv := etcdtest.Start(b)
-	be, key := openTest(b, srv.URL()), backendtest.Key(nil)
-	for b.Loop() {
-		l, err := be.Acquire(b.Context(), key, opts("a", false))
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := l.Release(b.Context()); err != nil {
-			b.Fatal(err)
-		}
-	}
+	backendtest.BenchAcquireRelease(b, openTest(b, srv.URL()), backendtest.Key(nil), opts("a", false))
 }
 
 func BenchmarkRenew(b *testing.B) {
 	srv := etcdtest.Start(b)
-	be, key := openTest(b, srv.URL()), backendtest.Key(nil)
-	l, err := be.Acquire(b.Context(), key, opts("a", false))
-	if err != nil {
-		b.Fatal(err)
-	}
-	for b.Loop() {
-		if err := l.Renew(b.Context()); err != nil {
-			b.Fatal(err)
-		}
-	}
+	backendtest.BenchRenew(b, openTest(b, srv.URL()), backendtest.Key(nil), opts("a", false))
 }
 
 // BenchmarkHandoff measures release → the next waiter's Acquire returns,
@@ -62,18 +43,19 @@ func BenchmarkHandoff(b *testing.B) {
 			for i := range clients {
 				clients[i] = openTest(b, srv.URL())
 			}
+			c := srv.Client(b)
 			var lat []time.Duration
 			for b.Loop() {
-				lat = append(lat, handoffs(b, srv, clients)...)
+				lat = append(lat, handoffs(b, c, clients)...)
 			}
-			reportPercentiles(b, lat)
+			backendtest.ReportLatencies(b, lat)
 		})
 	}
 }
 
 // handoffs lets clients[0] take a key, queues the others in order, then
 // has each holder release at once; it returns each release-to-grant time.
-func handoffs(b *testing.B, srv *etcdtest.Server, clients []*Backend) []time.Duration {
+func handoffs(b *testing.B, c *clientv3.Client, clients []*Backend) []time.Duration {
 	key := backendtest.Key(nil)
 	first, err := clients[0].Acquire(b.Context(), key, opts("h", false))
 	if err != nil {
@@ -95,7 +77,7 @@ func handoffs(b *testing.B, srv *etcdtest.Server, clients []*Backend) []time.Dur
 			mu.Unlock()
 			l.Release(context.Background())
 		})
-		waitQueuedB(b, srv, key, i+1)
+		waitQueued(b, c, key, i+1)
 	}
 	released[0] = time.Now()
 	first.Release(b.Context())
@@ -105,22 +87,6 @@ func handoffs(b *testing.B, srv *etcdtest.Server, clients []*Backend) []time.Dur
 		lat[i] = acquired[i+1].Sub(released[i])
 	}
 	return lat
-}
-
-// waitQueuedB waits until key's queue has n entries.
-func waitQueuedB(b *testing.B, srv *etcdtest.Server, key string, n int) {
-	b.Helper()
-	c := srv.Client(b)
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		resp, err := c.Get(b.Context(), DefaultPrefix+key+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-		if err != nil {
-			b.Fatal(err)
-		}
-		if resp.Count == int64(n) {
-			return
-		}
-	}
-	b.Fatalf("queue of %s never reached %d entries", key, n)
 }
 
 // BenchmarkHandoffBinary measures, through the lockrun binary, the time
@@ -139,18 +105,19 @@ func BenchmarkHandoffBinary(b *testing.B) {
 	}
 	for _, name := range []string{"lockrun", "etcdctl"} {
 		b.Run(name, func(b *testing.B) {
+			c := srv.Client(b)
 			var lat []time.Duration
 			for b.Loop() {
-				lat = append(lat, binaryHandoff(b, srv, tools[name]))
+				lat = append(lat, binaryHandoff(b, c, tools[name]))
 			}
-			reportPercentiles(b, lat)
+			backendtest.ReportLatencies(b, lat)
 		})
 	}
 }
 
 // binaryHandoff runs a holder whose command ends 300ms in and a waiter
 // queued behind it; it returns holder's end → waiter's start.
-func binaryHandoff(b *testing.B, srv *etcdtest.Server, tool func(key, script string) *exec.Cmd) time.Duration {
+func binaryHandoff(b *testing.B, c *clientv3.Client, tool func(key, script string) *exec.Cmd) time.Duration {
 	dir, key := b.TempDir(), backendtest.Key(nil)
 	end, start := filepath.Join(dir, "end"), filepath.Join(dir, "start")
 	holder := tool(key, "sleep 0.3; date +%s%N > "+end)
@@ -158,11 +125,11 @@ func binaryHandoff(b *testing.B, srv *etcdtest.Server, tool func(key, script str
 	if err := holder.Start(); err != nil {
 		b.Fatal(err)
 	}
-	waitQueuedB(b, srv, key, 1)
+	waitQueued(b, c, key, 1)
 	if err := waiter.Start(); err != nil {
 		b.Fatal(err)
 	}
-	waitQueuedB(b, srv, key, 2)
+	waitQueued(b, c, key, 2)
 	if err := holder.Wait(); err != nil {
 		b.Fatal(err)
 	}
@@ -183,17 +150,4 @@ func nanos(b *testing.B, path string) time.Time {
 		b.Fatal(err)
 	}
 	return time.Unix(0, n)
-}
-
-// reportPercentiles reports the median, 99th percentile and maximum of lat
-// in milliseconds.
-func reportPercentiles(b *testing.B, lat []time.Duration) {
-	if len(lat) == 0 {
-		return
-	}
-	slices.Sort(lat)
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
-	b.ReportMetric(ms(lat[len(lat)*99/100]), "p99-ms")
-	b.ReportMetric(ms(lat[len(lat)-1]), "max-ms")
 }

@@ -41,7 +41,7 @@ func (l *lease) Start() time.Time {
 // lease that is gone, or an entry deleted or replaced, is ErrLost.
 func (l *lease) Renew(ctx context.Context) error {
 	sent := time.Now()
-	if err := l.b.keepAlive(ctx, l.e.id); err != nil {
+	if _, err := l.b.keepAlive(ctx, l.e.id); err != nil {
 		if isLeaseGone(err) {
 			return l.b.lost(l.e.key, "the lease expired or was revoked")
 		}
@@ -85,28 +85,29 @@ func (l *lease) Release(ctx context.Context) error {
 	return nil
 }
 
-// keepAlive sends exactly one keep-alive for id and waits for its answer.
-// It uses the gRPC lease service on the client's connection rather than
+// keepAlive sends exactly one keep-alive for id, waits for its answer and
+// returns the TTL the lease restarted with (the one it was granted). It
+// uses the gRPC lease service on the client's connection rather than
 // Lease.KeepAliveOnce, which retries "unavailable" answers (such as "no
 // leader") in a tight loop until its context ends: the caller's heartbeat
 // decides when to try again. WithRequireLeader makes a member cut off in
 // a minority answer at once instead of holding the request.
-func (b *Backend) keepAlive(ctx context.Context, id clientv3.LeaseID) error {
+func (b *Backend) keepAlive(ctx context.Context, id clientv3.LeaseID) (time.Duration, error) {
 	ctx, cancel := b.bounded(clientv3.WithRequireLeader(ctx))
 	defer cancel() // also ends the stream
 	stream, err := b.leases.LeaseKeepAlive(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if err := stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(id)}); err != nil {
-		return err
+		return 0, err
 	}
 	resp, err := stream.Recv()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if resp.TTL <= 0 {
-		return errLeaseGone
+		return 0, errLeaseGone
 	}
-	return nil
+	return time.Duration(resp.TTL) * time.Second, nil
 }

@@ -18,10 +18,7 @@ import (
 func TestRenewOfADeletedEntryIsLost(t *testing.T) {
 	srv := etcdtest.Start(t)
 	b, key := openTest(t, srv.URL()), backendtest.Key(t)
-	l, err := b.Acquire(t.Context(), key, opts("a", false))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustAcquire(t, b, key, opts("a", false))
 	// Someone cleans up by hand: the lease lives on, the entry does not.
 	if _, err := srv.Client(t).Delete(t.Context(), l.(*lease).e.name); err != nil {
 		t.Fatal(err)
@@ -37,15 +34,12 @@ func TestRenewOfADeletedEntryIsLost(t *testing.T) {
 func TestRenewAgainstAFrozenServerEndsByItsDeadline(t *testing.T) {
 	srv := etcdtest.Start(t)
 	b, key := openTest(t, srv.URL()), backendtest.Key(t)
-	l, err := b.Acquire(t.Context(), key, opts("a", false))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustAcquire(t, b, key, opts("a", false))
 	srv.Freeze()
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	begin := time.Now()
-	err = l.Renew(ctx)
+	err := l.Renew(ctx)
 	took := time.Since(begin)
 	srv.Thaw()
 	if !errors.Is(err, backend.ErrUnavailable) || took > 400*time.Millisecond {
@@ -62,14 +56,12 @@ func TestLeaseSurvivesARestart(t *testing.T) {
 	b, key := openTest(t, srv.URL()), backendtest.Key(t)
 	o := opts("a", false)
 	o.TTL = 3 * time.Second
-	l, err := b.Acquire(t.Context(), key, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustAcquire(t, b, key, o)
 	srv.Restart()
 	// The client redials within its short reconnect backoff, well inside
 	// the lease; etcd keeps leases across restarts.
 	deadline := time.Now().Add(2 * time.Second)
+	var err error
 	for err = l.Renew(t.Context()); err != nil && time.Now().Before(deadline); err = l.Renew(t.Context()) {
 		if !errors.Is(err, backend.ErrUnavailable) {
 			t.Fatalf("Renew after a restart = %v, want success or ErrUnavailable", err)
@@ -125,10 +117,7 @@ func TestExcludesEtcdctlLock(t *testing.T) {
 	if err := b.ForceRelease(t.Context(), key); err != nil {
 		t.Fatal(err)
 	}
-	l, err := b.Acquire(t.Context(), key, opts("a", true))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustAcquire(t, b, key, opts("a", true))
 	l.Release(t.Context())
 }
 
@@ -142,14 +131,7 @@ func TestOpenSkipsADeadEndpoint(t *testing.T) {
 	ln.Close()
 	b, key := openTest(t, "etcd://"+dead+","+srv.Addr()), backendtest.Key(t)
 	for range 4 { // round robin would send some of these to the dead one
-		l, err := b.Acquire(t.Context(), key, opts("a", false))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := l.Renew(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		l.Release(t.Context())
+		roundTrip(t, b, key)
 	}
 }
 
@@ -166,18 +148,10 @@ func TestAuth(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b, key := openTest(t, "etcd://root:s3cret@"+srv.Addr()), backendtest.Key(t)
-	l, err := b.Acquire(t.Context(), key, opts("a", false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Renew(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	l.Release(t.Context())
+	roundTrip(t, openTest(t, "etcd://root:s3cret@"+srv.Addr()), backendtest.Key(t))
 
 	u, _ := url.Parse("etcd://root:wrong-pw@" + srv.Addr())
-	_, err = OpenURL(t.Context(), u)
+	_, err := OpenURL(t.Context(), u)
 	if !errors.Is(err, backend.ErrUnavailable) || !strings.Contains(err.Error(), "authentication failed") || strings.Contains(err.Error(), "wrong-pw") {
 		t.Errorf("OpenURL with a wrong password = %v; want ErrUnavailable saying authentication failed, without the password", err)
 	}

@@ -47,8 +47,8 @@ func (b *Backend) acquireWaiting(ctx context.Context, key string, o backend.Acqu
 // waits, its lease is renewed in the background; once its turn comes, one
 // more keep-alive restarts the TTL, and the lease's Start is when that was
 // sent, so the holder's deadline never counts from an older renewal. That
-// keep-alive goes out as soon as the entry ahead is deleted, while the
-// queue is read again, rather than one round trip later.
+// keep-alive goes out as soon as the entry ahead is deleted, beside the
+// read that makes sure the turn has come, rather than one round trip later.
 func (b *Backend) waitTurn(ctx context.Context, e *entry, o backend.AcquireOptions) (backend.Lease, error) {
 	holder, err := b.enqueue(ctx, e, o, true)
 	if err != nil {
@@ -56,6 +56,16 @@ func (b *Backend) waitTurn(ctx context.Context, e *entry, o backend.AcquireOptio
 	}
 	if holder == nil {
 		return b.newLease(*e), nil // first in line: the grant started the TTL
+	}
+	if ownEntry(holder, o) { // this run's earlier try holds the lock
+		l, err := b.reclaim(ctx, e.key, holder, o.TTL)
+		if err == nil {
+			b.revoke(ctx, e.id) // and with it the entry just queued
+			return l, nil
+		}
+		if !errors.Is(err, errEvicted) {
+			return nil, err
+		}
 	}
 	wctx, evict := context.WithCancelCause(ctx)
 	kept := make(chan struct{})
@@ -72,26 +82,53 @@ func (b *Backend) waitTurn(ctx context.Context, e *entry, o backend.AcquireOptio
 	if r == nil {
 		r = b.renew(ctx, e)
 	}
-	if err := <-r.done; err != nil {
-		if isLeaseGone(err) {
-			return nil, fmt.Errorf("%s: lock %q: %w", b.addr, e.key, errEvicted)
-		}
-		return nil, b.failed(ctx, "renewing the lease", e.key, err)
+	if err := b.restarted(ctx, e, r, "renewing the lease"); err != nil {
+		return nil, err
 	}
-	e.start = r.sent
 	return b.newLease(*e), nil
+}
+
+// restartTTL sends one keep-alive for e's lease; once it succeeds, e's
+// start is when it was sent and e's ttl the one it restarted, so that a
+// lease made from e counts its deadline from a request that restarted the
+// TTL. A lease that is gone is errEvicted.
+func (b *Backend) restartTTL(ctx context.Context, e *entry, op string) error {
+	return b.restarted(ctx, e, b.renew(ctx, e), op)
+}
+
+// restarted waits for the keep-alive r of e's lease and does what
+// restartTTL says once it succeeded.
+func (b *Backend) restarted(ctx context.Context, e *entry, r *renewal, op string) error {
+	res := <-r.done
+	switch {
+	case isLeaseGone(res.err):
+		return fmt.Errorf("%s: lock %q: %w", b.addr, e.key, errEvicted)
+	case res.err != nil:
+		return b.failed(ctx, op, e.key, res.err)
+	}
+	e.start, e.ttl = r.sent, res.ttl
+	return nil
 }
 
 // renewal is one keep-alive in flight.
 type renewal struct {
-	sent time.Time  // taken before the request went out
-	done chan error // its outcome
+	sent time.Time    // taken before the request went out
+	done chan renewed // its outcome
+}
+
+// renewed is a keep-alive's outcome: the TTL it restarted, or why not.
+type renewed struct {
+	ttl time.Duration
+	err error
 }
 
 // renew sends one keep-alive for e's lease in the background.
 func (b *Backend) renew(ctx context.Context, e *entry) *renewal {
-	r := &renewal{sent: time.Now(), done: make(chan error, 1)}
-	go func() { r.done <- b.keepAlive(ctx, e.id) }()
+	r := &renewal{sent: time.Now(), done: make(chan renewed, 1)}
+	go func() {
+		ttl, err := b.keepAlive(ctx, e.id)
+		r.done <- renewed{ttl, err}
+	}()
 	return r
 }
 
@@ -107,7 +144,7 @@ func (b *Backend) keepQueued(ctx context.Context, e *entry, evict context.Cancel
 			return
 		case <-t.C:
 		}
-		if err := b.keepAlive(ctx, e.id); isLeaseGone(err) {
+		if _, err := b.keepAlive(ctx, e.id); isLeaseGone(err) {
 			evict(fmt.Errorf("%s: lock %q: %w", b.addr, e.key, errEvicted))
 			return
 		}

@@ -19,7 +19,7 @@ func opts(holder string, wait bool) backend.AcquireOptions {
 }
 
 // entries lists the etcd keys queued for key, oldest first.
-func entries(t *testing.T, c *clientv3.Client, key string) []string {
+func entries(t testing.TB, c *clientv3.Client, key string) []string {
 	t.Helper()
 	resp, err := c.Get(t.Context(), DefaultPrefix+key+"/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil {
@@ -33,9 +33,9 @@ func entries(t *testing.T, c *clientv3.Client, key string) []string {
 }
 
 // waitQueued waits until key's queue has n entries.
-func waitQueued(t *testing.T, c *clientv3.Client, key string, n int) {
+func waitQueued(t testing.TB, c *clientv3.Client, key string, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); len(entries(t, c, key)) != n; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); len(entries(t, c, key)) != n; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("queue of %s has %v, want %d entries", key, entries(t, c, key), n)
 		}
@@ -47,10 +47,7 @@ func TestTokenIsTheEntrysCreateRevision(t *testing.T) {
 	b, c, key := openTest(t, srv.URL()), srv.Client(t), backendtest.Key(t)
 	var last backend.Token
 	for i := range 3 {
-		l, err := b.Acquire(t.Context(), key, opts("a", i%2 == 0))
-		if err != nil {
-			t.Fatal(err)
-		}
+		l := mustAcquire(t, b, key, opts("a", i%2 == 0))
 		resp, err := c.Get(t.Context(), DefaultPrefix+key+"/", clientv3.WithPrefix())
 		if err != nil || len(resp.Kvs) != 1 || backend.Token(resp.Kvs[0].CreateRevision) != l.Token() || l.Token() <= last {
 			t.Fatalf("acquisition %d: token %d after %d; etcd holds %v, %v", i, l.Token(), last, resp.Kvs, err)
@@ -71,10 +68,7 @@ func TestTokenIsTheEntrysCreateRevision(t *testing.T) {
 func TestWaitersAreServedInArrivalOrder(t *testing.T) {
 	srv := etcdtest.Start(t)
 	c, key := srv.Client(t), backendtest.Key(t)
-	holder, err := openTest(t, srv.URL()).Acquire(t.Context(), key, opts("h", false))
-	if err != nil {
-		t.Fatal(err)
-	}
+	holder := mustAcquire(t, openTest(t, srv.URL()), key, opts("h", false))
 	order := make(chan string, 3)
 	for i, name := range []string{"first", "second", "third"} {
 		b := openTest(t, srv.URL())
@@ -102,10 +96,7 @@ func TestWaitersAreServedInArrivalOrder(t *testing.T) {
 func TestQueuedWaiterKeepsItsPlaceAndStartsAfresh(t *testing.T) {
 	srv := etcdtest.Start(t)
 	c, key := srv.Client(t), backendtest.Key(t)
-	holder, err := openTest(t, srv.URL()).Acquire(t.Context(), key, opts("h", false))
-	if err != nil {
-		t.Fatal(err)
-	}
+	holder := mustAcquire(t, openTest(t, srv.URL()), key, opts("h", false))
 	got := make(chan backend.Lease, 1)
 	go func() {
 		l, err := openTest(t, srv.URL()).Acquire(t.Context(), key, opts("w", true))
@@ -143,10 +134,7 @@ func TestQueuedWaiterKeepsItsPlaceAndStartsAfresh(t *testing.T) {
 func TestWaiterThatGivesUpLeavesNoEntry(t *testing.T) {
 	srv := etcdtest.Start(t)
 	c, key := srv.Client(t), backendtest.Key(t)
-	holder, err := openTest(t, srv.URL()).Acquire(t.Context(), key, opts("h", false))
-	if err != nil {
-		t.Fatal(err)
-	}
+	holder := mustAcquire(t, openTest(t, srv.URL()), key, opts("h", false))
 	defer holder.Release(context.Background())
 	ctx, cancel := context.WithCancelCause(t.Context())
 	done := make(chan error, 1)

@@ -2,15 +2,14 @@ package etcd
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/backend/urlopt"
 )
 
 // Defaults for the URL's optional parts.
@@ -69,18 +68,14 @@ func ParseURL(u *url.URL, getenv func(string) string) (Config, error) {
 		return c, err
 	}
 	q := u.Query()
-	for name := range q {
-		switch name {
-		case "dial_timeout", "request_timeout", "cacert", "cert", "key":
-		default:
-			return c, invalid("unknown parameter %q: use dial_timeout, request_timeout, cacert, cert or key", name)
-		}
+	if err := urlopt.Known(q, "dial_timeout", "request_timeout", "cacert", "cert", "key"); err != nil {
+		return c, invalid("%v", err)
 	}
-	if c.DialTimeout, err = duration(q, "dial_timeout", c.DialTimeout); err != nil {
-		return c, err
+	if c.DialTimeout, err = urlopt.Duration(q, "dial_timeout", c.DialTimeout); err != nil {
+		return c, invalid("%v", err)
 	}
-	if c.RequestTimeout, err = duration(q, "request_timeout", c.RequestTimeout); err != nil {
-		return c, err
+	if c.RequestTimeout, err = urlopt.Duration(q, "request_timeout", c.RequestTimeout); err != nil {
+		return c, invalid("%v", err)
 	}
 	if u.Scheme == "etcd" {
 		if q.Has("cacert") || q.Has("cert") || q.Has("key") {
@@ -88,8 +83,10 @@ func ParseURL(u *url.URL, getenv func(string) string) (Config, error) {
 		}
 		return c, nil
 	}
-	c.TLS, err = tlsConfig(param(q, "cacert", getenv(EnvCACert)), param(q, "cert", getenv(EnvCert)), param(q, "key", getenv(EnvKey)))
-	return c, err
+	if c.TLS, err = urlopt.TLS(file(q, "cacert", EnvCACert, getenv), file(q, "cert", EnvCert, getenv), file(q, "key", EnvKey, getenv)); err != nil {
+		return c, invalid("%v", err)
+	}
+	return c, nil
 }
 
 func invalid(format string, a ...any) error {
@@ -142,47 +139,15 @@ func (c *Config) credentials(u *url.URL, getenv func(string) string) error {
 	return nil
 }
 
-func param(q url.Values, name, fallback string) string {
+// file is the PEM file in the URL's parameter name, else the one in the
+// environment variable env; its Name tells the user where it came from,
+// or both places when neither gave it.
+func file(q url.Values, name, env string, getenv func(string) string) urlopt.File {
 	if q.Has(name) {
-		return q.Get(name)
+		return urlopt.File{Name: name, Path: q.Get(name)}
 	}
-	return fallback
-}
-
-func duration(q url.Values, name string, def time.Duration) (time.Duration, error) {
-	if !q.Has(name) {
-		return def, nil
+	if path := getenv(env); path != "" {
+		return urlopt.File{Name: env, Path: path}
 	}
-	d, err := time.ParseDuration(q.Get(name))
-	if err != nil || d <= 0 {
-		return 0, invalid("%s=%q: use a positive duration such as %v", name, q.Get(name), def)
-	}
-	return d, nil
-}
-
-// tlsConfig trusts the CA in cacert (the system's roots when empty) and
-// presents the client certificate in cert and key when given.
-func tlsConfig(cacert, cert, key string) (*tls.Config, error) {
-	c := &tls.Config{MinVersion: tls.VersionTLS12}
-	if cacert != "" {
-		pem, err := os.ReadFile(cacert)
-		if err != nil {
-			return nil, invalid("cacert: %v", err)
-		}
-		c.RootCAs = x509.NewCertPool()
-		if !c.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, invalid("cacert %s holds no PEM certificate", cacert)
-		}
-	}
-	if (cert == "") != (key == "") {
-		return nil, invalid("a client certificate needs both cert and key (or %s and %s)", EnvCert, EnvKey)
-	}
-	if cert != "" {
-		pair, err := tls.LoadX509KeyPair(cert, key)
-		if err != nil {
-			return nil, invalid("client certificate: %v", err)
-		}
-		c.Certificates = []tls.Certificate{pair}
-	}
-	return c, nil
+	return urlopt.File{Name: name + " (or " + env + ")"}
 }

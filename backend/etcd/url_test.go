@@ -1,24 +1,15 @@
 package etcd
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
-	"net"
 	"net/url"
-	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/lockrun/lockrun/backend"
 	"github.com/lockrun/lockrun/backend/backendtest"
+	"github.com/lockrun/lockrun/backend/backendtest/testcert"
 	"github.com/lockrun/lockrun/backend/etcd/etcdtest"
 )
 
@@ -67,7 +58,8 @@ func TestParseURLRejects(t *testing.T) {
 }
 
 func TestParseURLLoadsTLSFiles(t *testing.T) {
-	ca, cert, key := writeCert(t)
+	f := testcert.Write(t)
+	ca, cert, key := f.CA, f.Cert, f.Key
 	for name, tc := range map[string]struct {
 		raw string
 		env map[string]string
@@ -86,51 +78,10 @@ func TestParseURLLoadsTLSFiles(t *testing.T) {
 }
 
 func TestTLSServer(t *testing.T) {
-	ca, cert, key := writeCert(t)
-	srv := etcdtest.StartTLS(t, etcdtest.Certs{CA: ca, Cert: cert, Key: key})
-	b, k := openTest(t, srv.URL()), backendtest.Key(t)
-	l, err := b.Acquire(t.Context(), k, opts("a", false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Renew(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Release(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	srv := etcdtest.StartTLS(t, etcdtest.Certs(testcert.Write(t)))
+	roundTrip(t, openTest(t, srv.URL()), backendtest.Key(t))
 	u, _ := url.Parse("etcds://" + srv.Addr())
 	if _, err := OpenURL(t.Context(), u); !errors.Is(err, backend.ErrUnavailable) {
 		t.Errorf("etcds:// without the CA or a client certificate = %v, want ErrUnavailable", err)
 	}
-}
-
-// writeCert writes a self-signed certificate for 127.0.0.1, usable as CA,
-// server and client certificate, and its key, as PEM files.
-func writeCert(t *testing.T) (ca, cert, key string) {
-	t.Helper()
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "lockrun-test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	cert, key = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
-	os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)
-	return cert, cert, key
 }

@@ -101,7 +101,7 @@ func serverExpiry(t *testing.T, raw, key string) time.Time {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := postgres.OpenURL(t.Context(), u)
+	b, err := postgres.OpenURL(u)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -39,9 +38,9 @@ type Backend struct {
 
 // OpenURL returns a backend for a postgres:// or postgresql:// URL: any
 // connection string pgx accepts, plus the lockrun_table and
-// lockrun_create_table parameters. It does not connect: the first
-// operation does, under its own context, so ctx is not used.
-func OpenURL(ctx context.Context, u *url.URL) (*Backend, error) {
+// lockrun_create_table parameters. It does not connect: each operation
+// connects when it needs to, under its own context.
+func OpenURL(u *url.URL) (*Backend, error) {
 	s, err := parseURL(u)
 	if err != nil {
 		return nil, err
@@ -104,26 +103,31 @@ const raceRetries = 3
 
 // tryAcquire runs the acquire statement on c until it is decisive: the
 // lock is ours, or a live holder is named. It returns a *backend.HeldError
-// when the lock is taken; its TTL is the holder's time left.
+// when the lock is taken; its TTL is the holder's time left. A lease is
+// returned only when the statement wrote it, never for a row of this run
+// that the statement merely read, so that Start() always precedes the
+// server's start of the TTL. c must not be inside a transaction block:
+// there now() would be the transaction's start, before Start().
 func (b *Backend) tryAcquire(ctx context.Context, c *pgx.Conn, key string, o backend.AcquireOptions) (*lease, error) {
 	ttl := roundUp(o.TTL)
 	st := backend.Status{Key: key, Held: true}
 	for range raceRetries {
 		var left int64
+		var ours bool
 		var start time.Time
 		err := b.retryMissingTable(ctx, c, func() error {
 			start = time.Now()
 			return c.QueryRow(ctx, b.sql.acquire, key, o.Holder, o.RunID, ttl.Microseconds()).
-				Scan(&st.Token, &st.Holder, &st.RunID, &left)
+				Scan(&st.Token, &st.Holder, &st.RunID, &left, &ours)
 		})
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			continue // a concurrent first acquirer of the key won
 		case err != nil:
 			return nil, err
-		case st.RunID == o.RunID:
+		case ours: // this statement started the lease's TTL, after start
 			return &lease{b: b, key: key, runID: o.RunID, token: st.Token, ttl: ttl, start: start}, nil
-		case left > 0:
+		case left > 0 && st.RunID != o.RunID:
 			st.TTL = time.Duration(left) * time.Microsecond
 			return nil, &backend.HeldError{Status: st}
 		}
@@ -131,7 +135,8 @@ func (b *Backend) tryAcquire(ctx context.Context, c *pgx.Conn, key string, o bac
 	return nil, &backend.HeldError{Status: backend.Status{Key: key, Held: true}}
 }
 
-// Inspect reads the key's row; a key never taken is free with token 0.
+// Inspect reads the key's row, and never writes: a key never taken, or a
+// table not created yet, is free with token 0.
 func (b *Backend) Inspect(ctx context.Context, key string) (backend.Status, error) {
 	st := backend.Status{Key: key}
 	if err := backend.ValidateKey(key); err != nil {
@@ -139,11 +144,9 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.Status, erro
 	}
 	var left int64
 	err := b.session(ctx, func(ctx context.Context, c *pgx.Conn) error {
-		return b.retryMissingTable(ctx, c, func() error {
-			return c.QueryRow(ctx, b.sql.inspect, key).Scan(&st.Token, &st.Holder, &st.RunID, &st.Held, &left)
-		})
+		return c.QueryRow(ctx, b.sql.inspect, key).Scan(&st.Token, &st.Holder, &st.RunID, &st.Held, &left)
 	})
-	if errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, pgx.ErrNoRows) || isMissingTable(err) {
 		return backend.Status{Key: key}, nil
 	}
 	if err != nil {
@@ -158,17 +161,19 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.Status, erro
 
 // ForceRelease frees the key whoever holds it and wakes its waiters. The
 // token stays, so the next holder's is higher; the revoked holder's next
-// renewal finds its lease gone.
+// renewal finds its lease gone. Without the table nothing is held, and
+// nothing is created.
 func (b *Backend) ForceRelease(ctx context.Context, key string) error {
 	if err := backend.ValidateKey(key); err != nil {
 		return err
 	}
 	err := b.session(ctx, func(ctx context.Context, c *pgx.Conn) error {
-		return b.retryMissingTable(ctx, c, func() error {
-			_, err := c.Exec(ctx, b.sql.forceRelease, key, channel(b.table, key))
-			return err
-		})
+		_, err := c.Exec(ctx, b.sql.forceRelease, key, channel(b.table, key))
+		return err
 	})
+	if isMissingTable(err) {
+		return nil
+	}
 	return b.fail(fmt.Sprintf("releasing lock %q", key), err)
 }
 
@@ -190,26 +195,3 @@ func (b *Backend) session(ctx context.Context, f func(context.Context, *pgx.Conn
 func roundUp(d time.Duration) time.Duration {
 	return (d + time.Microsecond - 1).Truncate(time.Microsecond)
 }
-
-// fail wraps a failed operation's error as ErrUnavailable, with the
-// backend's redacted address, in one line; a *backend.HeldError passes
-// unchanged. Renewals and releases decide about ErrLost themselves.
-func (b *Backend) fail(what string, err error) error {
-	var held *backend.HeldError
-	if err == nil || errors.As(err, &held) {
-		return err
-	}
-	if isMissingTable(err) {
-		what += fmt.Sprintf(" (create the table with 'lockrun init --backend %s', or drop %s=false)", b.addr, ParamCreateTable)
-	}
-	return fmt.Errorf("%w: postgres %s: %s: %w", backend.ErrUnavailable, b.addr, what, oneLine{err})
-}
-
-// oneLine is an error whose message fits on one line: pgx puts one line
-// per host in a failed connection's message.
-type oneLine struct{ err error }
-
-func (e oneLine) Error() string {
-	return strings.NewReplacer(":\n\t", " ", "\n\t", "; ").Replace(e.err.Error())
-}
-func (e oneLine) Unwrap() error { return e.err }

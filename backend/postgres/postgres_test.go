@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -22,7 +21,7 @@ func open(t testing.TB, raw string) *Backend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := OpenURL(context.Background(), u)
+	b, err := OpenURL(u)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,12 +167,12 @@ func TestOpenURLRejectsWhatItCannotUse(t *testing.T) {
 		"postgres://h/db?sslmode=bogus",
 	} {
 		u, _ := url.Parse(raw)
-		if _, err := OpenURL(t.Context(), u); !errors.Is(err, backend.ErrInvalidURL) {
+		if _, err := OpenURL(u); !errors.Is(err, backend.ErrInvalidURL) {
 			t.Errorf("OpenURL(%s) = %v, want ErrInvalidURL", raw, err)
 		}
 	}
 	u, _ := url.Parse("postgresql://u:secret@h:6543/db?sslmode=require&lockrun_table=locks&connect_timeout=7")
-	b, err := OpenURL(t.Context(), u)
+	b, err := OpenURL(u)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,12 +184,39 @@ func TestOpenURLRejectsWhatItCannotUse(t *testing.T) {
 	}
 }
 
+// With the default sslmode=prefer pgx tries TLS, then plain: the message
+// names the backend and says why it failed once.
 func TestDownAtStartIsUnavailableAtOnce(t *testing.T) {
-	b := open(t, "postgres://postgres:hunter2@127.0.0.1:1/postgres?sslmode=disable")
+	b := open(t, "postgres://postgres:hunter2@127.0.0.1:1/postgres")
 	begin := time.Now()
 	_, err := b.Acquire(t.Context(), "k", opts("h"))
 	if !errors.Is(err, backend.ErrUnavailable) || time.Since(begin) > time.Second || contains(err, "hunter2") {
 		t.Errorf("Acquire from a closed port = %v after %v; want ErrUnavailable at once, no password", err, time.Since(begin))
+	}
+	if !contains(err, "postgres postgres://postgres:xxxxx@127.0.0.1:1/postgres: ") || strings.Count(err.Error(), "connection refused") != 1 {
+		t.Errorf("Acquire from a closed port = %q; want the backend named and the reason said once", err)
+	}
+}
+
+// status and release are read by operators who may not have the right to
+// create tables: they must not create the lease table.
+func TestInspectAndForceReleaseCreateNoTable(t *testing.T) {
+	b := open(t, pgtest.Isolated(t, pgtest.Shared()))
+	st, err := b.Inspect(t.Context(), "k")
+	if err != nil || st != (backend.Status{Key: "k"}) {
+		t.Errorf("Inspect without the table = %+v, %v; want free with token 0", st, err)
+	}
+	if err := b.ForceRelease(t.Context(), "k"); err != nil {
+		t.Errorf("ForceRelease without the table = %v", err)
+	}
+	c, err := b.conns.get(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.conns.put(c)
+	var exists bool
+	if err := c.QueryRow(t.Context(), "SELECT to_regclass($1) IS NOT NULL", b.Table()).Scan(&exists); err != nil || exists {
+		t.Errorf("table %s exists after Inspect and ForceRelease (%v)", b.Table(), err)
 	}
 }
 

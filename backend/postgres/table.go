@@ -14,6 +14,8 @@ const (
 	codeDuplicateTable  = "42P07"
 	codeDuplicateObject = "42710"
 	codeUndefinedTable  = "42P01"
+	// lock_timeout ran out while waiting in line.
+	codeLockNotAvailable = "55P03"
 )
 
 // retryMissingTable runs f, and when the lease table does not exist yet

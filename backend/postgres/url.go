@@ -19,17 +19,21 @@ import (
 // every other parameter is pgx's (libpq's names: sslmode, sslrootcert,
 // connect_timeout, passfile, ...).
 const (
-	// ParamTable names the lease table, as "table" or "schema.table".
+	// ParamTable names the lease table, as "table" (in schema public) or
+	// "schema.table"; public.lockrun_locks by default.
 	ParamTable = "lockrun_table"
 	// ParamCreateTable set to false forbids creating the table on first
 	// use; create it beforehand with `lockrun init`.
 	ParamCreateTable = "lockrun_create_table"
 )
 
-// DefaultTable is the lease table when ParamTable is not given. It is
-// schema-qualified so that every lockrun finds the same table whatever its
-// search_path.
-var DefaultTable = pgx.Identifier{"public", "lockrun_locks"}
+// The lease table when ParamTable is not given, public.lockrun_locks. It
+// is schema-qualified so that every lockrun finds the same table whatever
+// its search_path; a table named without a schema is in defaultSchema too.
+const (
+	defaultSchema = "public"
+	defaultTable  = "lockrun_locks"
+)
 
 // Connection defaults, used when the URL does not say otherwise.
 const (
@@ -57,7 +61,7 @@ func parseURL(u *url.URL) (settings, error) {
 	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
 		return settings{}, fmt.Errorf("%w: scheme %q is not postgres or postgresql", backend.ErrInvalidURL, u.Scheme)
 	}
-	s := settings{table: DefaultTable, create: true}
+	s := settings{table: pgx.Identifier{defaultSchema, defaultTable}, create: true}
 	rest := *u
 	q := rest.Query()
 	for name, vals := range q {
@@ -101,7 +105,7 @@ func parseTable(v string) (pgx.Identifier, error) {
 		}
 	}
 	if len(parts) == 1 {
-		return pgx.Identifier{DefaultTable[0], parts[0]}, nil
+		return pgx.Identifier{defaultSchema, parts[0]}, nil
 	}
 	return pgx.Identifier(parts), nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,37 +18,64 @@ import (
 // (see sql/queue.sql) and, once first in line, waits at the front: only
 // the front waiter listens and tries, so a release wakes one client
 // however many wait, and they are served in order of arrival.
+//
+// A place in line is kept only until the lease seen last can have expired,
+// plus frontSlack: a front waiter that is alive but stuck (its process
+// frozen, its session open) would otherwise hold up the whole line. Then
+// the caller tries once itself and, if the lock is held, joins again at
+// the back; waiters that queued earlier saw earlier expiries and rejoin
+// first, so the order of arrival mostly survives.
 func (b *Backend) acquireWaiting(ctx context.Context, key string, o backend.AcquireOptions) (backend.Lease, error) {
 	c, err := b.connect(ctx)
 	if err != nil {
-		return nil, b.waitFail(ctx, key, err)
+		return nil, b.waitFail(ctx, key, b.fail(fmt.Sprintf("acquiring lock %q", key), err))
 	}
-	l, err := b.tryBounded(ctx, c, key, o)
-	if !errors.Is(err, backend.ErrHeld) {
-		b.conns.put(c)
-		if err != nil {
-			return nil, b.fail(fmt.Sprintf("acquiring lock %q", key), err)
+	for {
+		// On c outside any transaction: see tryAcquire.
+		l, err := b.tryBounded(ctx, c, key, o)
+		var held *backend.HeldError
+		if !errors.As(err, &held) {
+			b.conns.put(c)
+			if err != nil {
+				return nil, b.waitFail(ctx, key, b.fail(fmt.Sprintf("acquiring lock %q", key), err))
+			}
+			return l, nil
 		}
-		return l, nil
+		tx, err := b.enqueue(ctx, c, key, held.Status.TTL+frontSlack)
+		if pgCode(err) == codeLockNotAvailable {
+			continue // the front waiter did not take the lock in time
+		}
+		if err != nil {
+			b.conns.put(c)
+			return nil, b.waitFail(ctx, key, b.fail(fmt.Sprintf("queueing for lock %q", key), err))
+		}
+		won, err := b.front(ctx, key, o)
+		b.leaveQueue(c, tx)
+		return won, err
 	}
-	tx, err := b.enqueue(ctx, c, key)
-	if err != nil {
-		b.conns.put(c)
-		return nil, b.waitFail(ctx, key, b.fail(fmt.Sprintf("queueing for lock %q", key), err))
-	}
-	defer b.leaveQueue(c, tx)
-	return b.front(ctx, key, o)
 }
 
+// frontSlack is how long past the expiry of the lease it saw a waiter
+// stays in line: the time a healthy front waiter needs to wake at that
+// expiry and take the lock (a timer, then one round trip). Shorter costs
+// only statements and the front waiter's turn, never safety.
+const frontSlack = 250 * time.Millisecond
+
 // enqueue opens a transaction on c and blocks in it until c is first in
-// the key's waiting line. A transaction, not a session lock, so that a
-// transaction-pooling PgBouncer keeps the server session pinned to us.
-func (b *Backend) enqueue(ctx context.Context, c *pgx.Conn, key string) (pgx.Tx, error) {
+// the key's waiting line, or for at most patience (rounded up to the
+// server's milliseconds; at most its limit of 2^31-1 ms). A transaction,
+// not a session lock, so that a transaction-pooling PgBouncer keeps the
+// server session pinned to us. On error the transaction is rolled back.
+func (b *Backend) enqueue(ctx context.Context, c *pgx.Conn, key string, patience time.Duration) (pgx.Tx, error) {
 	tx, err := c.Begin(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := tx.Exec(ctx, queueSQL, queueID(b.table, key)); err != nil {
+	ms := min((patience + time.Millisecond - 1).Milliseconds(), math.MaxInt32)
+	if _, err := tx.Exec(ctx, queueSQL, queueID(b.table, key), strconv.FormatInt(ms, 10)); err != nil {
+		rctx, cancel := context.WithTimeout(ctx, statementTimeout)
+		defer cancel()
+		_ = tx.Rollback(rctx) // c is then discarded by put if this fails
 		return nil, err
 	}
 	return tx, nil
@@ -74,7 +103,7 @@ func (b *Backend) leaveQueue(c *pgx.Conn, tx pgx.Tx) {
 func (b *Backend) front(ctx context.Context, key string, o backend.AcquireOptions) (backend.Lease, error) {
 	c, err := b.connect(ctx)
 	if err != nil {
-		return nil, b.waitFail(ctx, key, err)
+		return nil, b.waitFail(ctx, key, b.fail(fmt.Sprintf("waiting for lock %q", key), err))
 	}
 	defer b.unlisten(c)
 	if err := b.listen(ctx, c, key); err != nil {
@@ -99,8 +128,7 @@ func (b *Backend) front(ctx context.Context, key string, o backend.AcquireOption
 func (b *Backend) connect(ctx context.Context) (*pgx.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, statementTimeout)
 	defer cancel()
-	c, err := b.conns.get(ctx)
-	return c, b.fail("connecting", err)
+	return b.conns.get(ctx)
 }
 
 // tryBounded is tryAcquire within statementTimeout.

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os/exec"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,35 +12,17 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/lockrun/lockrun/backend/backendtest"
 	"github.com/lockrun/lockrun/backend/redis/redistest"
 	"github.com/lockrun/lockrun/cmd/lockrun/lockruntest"
 )
 
 func BenchmarkAcquireRelease(b *testing.B) {
-	be := open(b, redistest.Start(b).URL())
-	o := opts("h", time.Minute)
-	for b.Loop() {
-		l, err := be.Acquire(b.Context(), "k", o)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := l.Release(b.Context()); err != nil {
-			b.Fatal(err)
-		}
-	}
+	backendtest.BenchAcquireRelease(b, open(b, redistest.Start(b).URL()), "k", opts("h", time.Minute))
 }
 
 func BenchmarkRenew(b *testing.B) {
-	be := open(b, redistest.Start(b).URL())
-	l, err := be.Acquire(b.Context(), "k", opts("h", time.Minute))
-	if err != nil {
-		b.Fatal(err)
-	}
-	for b.Loop() {
-		if err := l.Renew(b.Context()); err != nil {
-			b.Fatal(err)
-		}
-	}
+	backendtest.BenchRenew(b, open(b, redistest.Start(b).URL()), "k", opts("h", time.Minute))
 }
 
 // BenchmarkHandOff measures the time from a holder's Release to the next
@@ -70,9 +50,7 @@ func benchHandOff(b *testing.B, waiters int) {
 	}
 	wg.Wait()
 	b.StopTimer()
-	slices.Sort(h.took)
-	b.ReportMetric(float64(h.took[len(h.took)/2].Microseconds()), "p50-µs")
-	b.ReportMetric(float64(h.took[len(h.took)*99/100].Microseconds()), "p99-µs")
+	backendtest.ReportLatencies(b, h.took)
 	b.ReportMetric(float64(serverRoundTrips(b, c)-roundTrips)/float64(len(h.took)), "roundtrips/op")
 }
 
@@ -124,20 +102,7 @@ func (h *handOffs) run(ctx context.Context, done context.CancelFunc, be *Backend
 // serverRoundTrips counts the requests of ours the server has served:
 // scripts and subscriptions.
 func serverRoundTrips(b testing.TB, c *goredis.Client) int {
-	info, err := c.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	n := 0
-	for _, line := range strings.Split(info, "\n") {
-		for _, cmd := range []string{"evalsha", "eval", "subscribe"} {
-			if rest, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":calls="); ok {
-				calls, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
-				n += calls
-			}
-		}
-	}
-	return n
+	return commandCalls(b, c, "evalsha", "eval", "subscribe")
 }
 
 // BenchmarkHandOffBinary measures, through the real binary, the time from
@@ -174,11 +139,5 @@ func BenchmarkHandOffBinary(b *testing.B) {
 	for i := 1; i < len(runs); i++ {
 		took = append(took, time.Duration(runs[i][0]-runs[i-1][1]))
 	}
-	if len(took) == 0 {
-		return
-	}
-	slices.Sort(took)
-	b.ReportMetric(float64(took[len(took)/2].Microseconds()), "p50-µs")
-	b.ReportMetric(float64(took[len(took)*99/100].Microseconds()), "p99-µs")
-	b.ReportMetric(float64(took[0].Microseconds()), "min-µs")
+	backendtest.ReportLatencies(b, took)
 }

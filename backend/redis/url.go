@@ -3,21 +3,18 @@ package redis
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net"
 	"net/url"
-	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/logging"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/backend/urlopt"
 )
 
 // Defaults for the URL's query parameters. The dial timeout is short so
@@ -29,9 +26,6 @@ const (
 	DefaultReadTimeout = 2 * time.Second
 )
 
-// params are the query parameters OpenURL accepts, for its error messages.
-const params = "prefix, dial_timeout, read_timeout, ca_file, cert_file, key_file"
-
 // OpenURL opens redis://[user:password@]host[:port][/db][?param=value&...]
 // or rediss://... for TLS. Parameters: prefix (of every key; default
 // "lockrun:"), dial_timeout (default 1s), read_timeout (default 2s; also
@@ -40,16 +34,13 @@ const params = "prefix, dial_timeout, read_timeout, ca_file, cert_file, key_file
 // The server's certificate is always verified. Bad URLs wrap
 // backend.ErrInvalidURL. OpenURL connects (see probe): a server that cannot
 // be reached or refuses the credentials fails here, wrapping
-// backend.ErrUnavailable.
+// backend.ErrUnavailable. go-redis logs dial failures to stderr unless the
+// program calls DisableClientLogs first.
 func OpenURL(ctx context.Context, u *url.URL) (*Backend, error) {
 	opt, prefix, err := parseURL(u)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", backend.ErrInvalidURL, err)
 	}
-	// go-redis reports through its errors and also logs to stderr through a
-	// process-wide logger; lockrun's stderr belongs to the child and to
-	// lockrun's own one-line messages.
-	logging.Disable()
 	b := &Backend{
 		client:  goredis.NewClient(opt),
 		opt:     opt,
@@ -73,10 +64,8 @@ func parseURL(u *url.URL) (*goredis.Options, string, error) {
 		return nil, "", fmt.Errorf("use redis://host:port/db, not %s:%s", u.Scheme, u.Opaque)
 	}
 	q := u.Query()
-	for name := range q {
-		if !slices.Contains(strings.Split(params, ", "), name) {
-			return nil, "", fmt.Errorf("unknown parameter %q: use %s", name, params)
-		}
+	if err := urlopt.Known(q, "prefix", "dial_timeout", "read_timeout", "ca_file", "cert_file", "key_file"); err != nil {
+		return nil, "", err
 	}
 	opt := &goredis.Options{
 		Addr: hostPort(u),
@@ -100,10 +89,10 @@ func parseURL(u *url.URL) (*goredis.Options, string, error) {
 	if opt.DB, err = database(u.Path); err != nil {
 		return nil, "", err
 	}
-	if opt.DialTimeout, err = duration(q, "dial_timeout", DefaultDialTimeout); err != nil {
+	if opt.DialTimeout, err = urlopt.Duration(q, "dial_timeout", DefaultDialTimeout); err != nil {
 		return nil, "", err
 	}
-	if opt.ReadTimeout, err = duration(q, "read_timeout", DefaultReadTimeout); err != nil {
+	if opt.ReadTimeout, err = urlopt.Duration(q, "read_timeout", DefaultReadTimeout); err != nil {
 		return nil, "", err
 	}
 	opt.WriteTimeout = opt.ReadTimeout
@@ -138,18 +127,6 @@ func database(path string) (int, error) {
 	return n, nil
 }
 
-func duration(q url.Values, name string, def time.Duration) (time.Duration, error) {
-	s := q.Get(name)
-	if s == "" {
-		return def, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%s=%s: use a positive duration such as %s=%v", name, s, name, def)
-	}
-	return d, nil
-}
-
 // keyPrefix refuses braces: they would move the hash tag, and with it the
 // cluster slot, away from the key.
 func keyPrefix(q url.Values) (string, error) {
@@ -164,9 +141,8 @@ func keyPrefix(q url.Values) (string, error) {
 }
 
 // tlsConfig is nil for redis://, and for rediss:// a configuration that
-// verifies the server against the system's roots or ca_file. There is no
-// way to skip verification: that would silently give up the lock's
-// integrity to anyone on the path.
+// verifies the server (named in the URL) against the system's roots or
+// ca_file, and presents cert_file and key_file when given.
 func tlsConfig(u *url.URL, q url.Values) (*tls.Config, error) {
 	ca, cert, key := q.Get("ca_file"), q.Get("cert_file"), q.Get("key_file")
 	if u.Scheme == "redis" {
@@ -175,26 +151,10 @@ func tlsConfig(u *url.URL, q url.Values) (*tls.Config, error) {
 		}
 		return nil, nil
 	}
-	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: u.Hostname()}
-	if ca != "" {
-		pem, err := os.ReadFile(ca)
-		if err != nil {
-			return nil, fmt.Errorf("ca_file: %w", err)
-		}
-		c.RootCAs = x509.NewCertPool()
-		if !c.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("ca_file %s holds no PEM certificate", ca)
-		}
+	c, err := urlopt.TLS(urlopt.File{Name: "ca_file", Path: ca}, urlopt.File{Name: "cert_file", Path: cert}, urlopt.File{Name: "key_file", Path: key})
+	if err != nil {
+		return nil, err
 	}
-	if (cert == "") != (key == "") {
-		return nil, fmt.Errorf("give cert_file and key_file together")
-	}
-	if cert != "" {
-		pair, err := tls.LoadX509KeyPair(cert, key)
-		if err != nil {
-			return nil, fmt.Errorf("cert_file/key_file: %w", err)
-		}
-		c.Certificates = []tls.Certificate{pair}
-	}
+	c.ServerName = u.Hostname()
 	return c, nil
 }

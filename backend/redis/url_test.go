@@ -60,10 +60,7 @@ func TestParseURL(t *testing.T) {
 func TestACLUser(t *testing.T) {
 	srv := redistest.Start(t, "--user", "alice", "on", ">s3cret", "~*", "&*", "+@all", "--user", "default", "off")
 	b := open(t, "redis://alice:s3cret@"+srv.Addr()+"/0")
-	l, err := b.Acquire(t.Context(), "k", opts("h", time.Minute))
-	if err != nil {
-		t.Fatalf("Acquire as alice: %v", err)
-	}
+	l := mustAcquire(t, b, "k", opts("h", time.Minute))
 	l.Release(t.Context())
 	for _, raw := range []string{"redis://alice:wrong-pw@" + srv.Addr(), "redis://" + srv.Addr()} {
 		if _, err := tryOpen(raw); !errors.Is(err, backend.ErrUnavailable) || strings.Contains(err.Error(), "wrong-pw") {

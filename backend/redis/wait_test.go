@@ -16,9 +16,9 @@ import (
 	"github.com/lockrun/lockrun/backend/redis/redistest"
 )
 
-// scriptCalls is how many scripts the server has run: each is one round
-// trip of ours.
-func scriptCalls(t testing.TB, c *goredis.Client) int {
+// commandCalls is how many times the server has run the given commands
+// (lower case, e.g. "evalsha"): each call is one round trip of ours.
+func commandCalls(t testing.TB, c *goredis.Client, cmds ...string) int {
 	t.Helper()
 	info, err := c.Info(context.Background(), "commandstats").Result()
 	if err != nil {
@@ -26,8 +26,8 @@ func scriptCalls(t testing.TB, c *goredis.Client) int {
 	}
 	n := 0
 	for _, line := range strings.Split(info, "\n") {
-		for _, cmd := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
-			if rest, ok := strings.CutPrefix(line, cmd); ok {
+		for _, cmd := range cmds {
+			if rest, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":calls="); ok {
 				calls, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
 				n += calls
 			}
@@ -35,6 +35,9 @@ func scriptCalls(t testing.TB, c *goredis.Client) int {
 	}
 	return n
 }
+
+// scriptCalls is how many scripts the server has run.
+func scriptCalls(t testing.TB, c *goredis.Client) int { return commandCalls(t, c, "evalsha", "eval") }
 
 // queued starts a waiter on key and returns once it is in the queue.
 func queued(t *testing.T, b *Backend, c *goredis.Client, ctx context.Context, key, holder string) <-chan backend.Lease {
@@ -62,10 +65,7 @@ func TestReleaseWakesOnlyTheNextWaiterInArrivalOrder(t *testing.T) {
 	const n = 5
 	srv := redistest.Start(t)
 	b, c := open(t, srv.URL()), direct(t, srv)
-	holder, err := b.Acquire(t.Context(), "k", opts("holder", time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	holder := mustAcquire(t, b, "k", opts("holder", time.Minute))
 	warm, _ := b.Acquire(t.Context(), "warm", opts("holder", time.Minute))
 	warm.Release(t.Context()) // the server learns the release script: no NOSCRIPT below
 	var waiters []<-chan backend.Lease
@@ -100,10 +100,7 @@ func TestReleaseWakesOnlyTheNextWaiterInArrivalOrder(t *testing.T) {
 func TestAbandonedWaiterIsSkipped(t *testing.T) {
 	srv := redistest.Start(t)
 	b, c := open(t, srv.URL()), direct(t, srv)
-	holder, err := b.Acquire(t.Context(), "k", opts("holder", time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	holder := mustAcquire(t, b, "k", opts("holder", time.Minute))
 	quitter, quit := context.WithCancel(t.Context())
 	gaveUp := queued(t, open(t, srv.URL()), c, quitter, "k", "quitter")
 	next := queued(t, open(t, srv.URL()), c, t.Context(), "k", "next")
@@ -132,10 +129,7 @@ func TestAbandonedWaiterIsSkipped(t *testing.T) {
 func TestFrozenServerFailsCallsByTheirDeadline(t *testing.T) {
 	srv := redistest.Start(t)
 	b := open(t, srv.URL())
-	l, err := b.Acquire(t.Context(), "k", opts("h", time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustAcquire(t, b, "k", opts("h", time.Minute))
 	srv.Freeze()
 	defer srv.Thaw()
 	for name, call := range map[string]func(context.Context) error{

@@ -32,13 +32,14 @@ func openBackend(ctx context.Context, raw string) (backend.Backend, error) {
 		b, err := file.OpenURL(u)
 		return b, wrapURL(raw, err)
 	case "redis", "rediss":
+		redis.DisableClientLogs() // its failures reach us as errors; stderr is the command's too
 		b, err := redis.OpenURL(ctx, u)
 		return b, wrapURL(raw, err)
 	case "etcd", "etcds":
 		b, err := etcd.OpenURL(ctx, u)
 		return b, wrapURL(raw, err)
 	case "postgres", "postgresql":
-		b, err := postgres.OpenURL(ctx, u)
+		b, err := postgres.OpenURL(u)
 		return b, wrapURL(raw, err)
 	case "":
 		return nil, usagef("--backend %s: missing scheme: use file:///dir", backend.Redact(raw))

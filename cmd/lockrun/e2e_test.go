@@ -78,39 +78,6 @@ func TestTimeoutGivesUpBusy(t *testing.T) {
 	}
 }
 
-// A run that may wait starts its watchdog before it asks for the lock; one
-// that gives up must not leave the watchdog behind.
-func TestGivingUpLeavesNoWatchdog(t *testing.T) {
-	e, ready := env(t), filepath.Join(t.TempDir(), "ready")
-	start(t, e, "run", "k", "--", "sh", "-c", "echo > "+ready+"; sleep 10")
-	waitFile(t, ready)
-	waiter := start(t, e, "run", "--timeout", "500ms", "k", "--", "true")
-	seen := false
-	for deadline := time.Now().Add(time.Second); !seen && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		seen = len(watchdogsOf(waiter.Process.Pid)) > 0
-	}
-	if code := exitCode(t, waiter); code != 75 || !seen {
-		t.Fatalf("waiter exit %d (want 75), its watchdog seen while it waited: %v", code, seen)
-	}
-	if w := watchdogsOf(waiter.Process.Pid); len(w) > 0 {
-		t.Errorf("watchdog %v outlived the lockrun that gave up", w)
-	}
-}
-
-// watchdogsOf lists the live watchdogs started by lockrun pid.
-func watchdogsOf(pid int) []int {
-	paths, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	var out []int
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		w, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
-		if err == nil && strings.HasSuffix(string(b), "\x00watchdog\x00"+strconv.Itoa(pid)+"\x00") && alive(w) {
-			out = append(out, w)
-		}
-	}
-	return out
-}
-
 func TestExitStatusPassesThrough(t *testing.T) {
 	e := env(t)
 	for script, want := range map[string]int{"exit 0": 0, "exit 3": 3, "exit 255": 255, "kill -TERM $$": 143, "kill -KILL $$": 137} {
@@ -146,7 +113,9 @@ func TestSIGKILLOfLockrunLeavesNoCommand(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if r := run(t, e, "run", "k", "--", "true"); r.Code != 0 {
+	// The watchdog keeps the flock until it has killed everything; then
+	// the lock is free.
+	if r := run(t, e, "run", "--timeout", "2s", "k", "--", "true"); r.Code != 0 {
 		t.Errorf("lock not free after its holder was SIGKILLed: exit %d, %s", r.Code, r.Stderr)
 	}
 }
@@ -178,7 +147,8 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		{nil, []string{"run", "k"}, "missing COMMAND"},
 		{nil, []string{"run"}, "missing KEY"},
 		{nil, []string{"run", "../../etc/passwd", "--", "true"}, "invalid key"},
-		{nil, []string{"run", "--ttl", "3s", "--kill-grace", "5s", "k", "--", "true"}, "raise the ttl"},
+		{nil, []string{"run", "--ttl", "3s", "--kill-grace", "5s", "k", "--", "true"}, "use a ttl of at least"},
+		{nil, []string{"run", "k", "--ttl", "5s", "--", "true"}, "flags go before KEY"},
 		{nil, []string{"run", "--ttl", "-1s", "k", "--", "true"}, "must be positive"},
 		{nil, []string{"run", "--conflict-exit-code", "300", "k", "--", "true"}, "0..255"},
 		{nil, []string{"run", "--log-format", "xml", "k", "--", "true"}, "text or json"},
@@ -305,4 +275,60 @@ func TestFrozenLockrunsCommandDiesByTheDeadline(t *testing.T) {
 	if code := exitCode(t, cmd); code != 76 {
 		t.Errorf("lockrun woke with exit %d, want 76 (lost)", code)
 	}
+}
+
+// stubbornGroup is a command whose process group has a member besides the
+// command that ignores SIGTERM; it writes that member's pid to pidFile,
+// then runs script.
+func stubbornGroup(pidFile, script string) string {
+	return "trap '' TERM; (trap '' TERM; while :; do sleep 0.05; done) & echo $! > " + pidFile + "; " + script
+}
+
+// A lockrun that has lost its lock and is SIGKILLed during the kill grace
+// still has its watchdog, which kills the command's group at once.
+func TestSIGKILLDuringTheKillGraceStillKillsTheGroup(t *testing.T) {
+	e, pidFile := env(t), filepath.Join(t.TempDir(), "pid")
+	cmd := start(t, e, "run", "--ttl", "6s", "--heartbeat", "200ms", "--kill-grace", "4s", "k", "--", "sh", "-c", stubbornGroup(pidFile, "wait"))
+	pids := pidsFrom(t, pidFile)
+	if r := run(t, e, "release", "k"); r.Code != 0 {
+		t.Fatalf("release: %d %s", r.Code, r.Stderr)
+	}
+	time.Sleep(600 * time.Millisecond) // the loss is seen; SIGTERM was ignored
+	cmd.Process.Kill()
+	cmd.Wait()
+	waitDead(t, pids, 200*time.Millisecond)
+}
+
+// Processes the command left behind are guarded by the watchdog until they
+// are gone: a lockrun SIGKILLed while stopping them does not leave them.
+func TestSIGKILLDuringCleanupStillKillsTheLeftovers(t *testing.T) {
+	e, pidFile := env(t), filepath.Join(t.TempDir(), "pid")
+	cmd := start(t, e, "run", "--ttl", "10s", "--kill-grace", "4s", "k", "--", "sh", "-c", stubbornGroup(pidFile, "exit 0"))
+	pids := pidsFrom(t, pidFile)
+	time.Sleep(300 * time.Millisecond) // the command exited; the leftover ignores SIGTERM
+	if !alive(pids[0]) {
+		t.Fatal("the leftover died before the test could kill lockrun")
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	waitDead(t, pids, 200*time.Millisecond)
+}
+
+// With a cgroup of its own (root, or a delegated subtree), nothing the
+// command starts escapes: a descendant that left the process group and
+// the session dies with a SIGKILLed lockrun too.
+func TestSIGKILLOfLockrunKillsEscapedDescendants(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make a cgroup; CI runs as root")
+	}
+	e, dir := env(t), t.TempDir()
+	pidFile, cgFile := filepath.Join(dir, "pid"), filepath.Join(dir, "cgroup")
+	cmd := start(t, e, "run", "k", "--", "sh", "-c", "grep ^0:: /proc/self/cgroup > "+cgFile+"; setsid sleep 60 & echo $! > "+pidFile+"; wait")
+	pids := pidsFrom(t, pidFile)
+	if cg := waitFile(t, cgFile); !strings.Contains(cg, "/lockrun-") {
+		t.Fatalf("the command runs in cgroup %q, not one of its own", cg)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	waitDead(t, pids, 200*time.Millisecond)
 }

@@ -72,7 +72,14 @@ func (st *state) run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	policy, err := heartbeat.NewPolicy(c.Duration("ttl"), c.Duration("heartbeat"), c.Duration("kill-grace"))
+	var settings []heartbeat.Setting
+	if c.IsSet("heartbeat") {
+		settings = append(settings, heartbeat.WithInterval(c.Duration("heartbeat")))
+	}
+	if c.IsSet("kill-grace") {
+		settings = append(settings, heartbeat.WithGrace(c.Duration("kill-grace")))
+	}
+	policy, err := heartbeat.NewPolicy(c.Duration("ttl"), settings...)
 	if err != nil {
 		return usagef("--ttl, --heartbeat, --kill-grace: %v", err)
 	}
@@ -123,10 +130,10 @@ func watchdogCommand() *cli.Command {
 		Hidden: true,
 		Action: func(c *cli.Context) error {
 			pid, err := strconv.Atoi(c.Args().First())
-			if err != nil || pid <= 0 {
-				return usagef("watchdog: want the pid of lockrun")
+			if err != nil || pid <= 0 || c.Args().Len() > 2 {
+				return usagef("watchdog: want the pid of lockrun, and the command's cgroup if it has one")
 			}
-			return runner.Watch(os.Stdin, pid)
+			return runner.Watch(os.Stdin, pid, c.Args().Get(1))
 		},
 	}
 }
@@ -142,6 +149,8 @@ func splitArgs(args []string) (string, []string, error) {
 	}
 	if len(rest) > 0 && rest[0] == "--" {
 		rest = rest[1:]
+	} else if len(rest) > 0 && len(rest[0]) > 1 && rest[0][0] == '-' {
+		return "", nil, usagef("%s after KEY: flags go before KEY (lockrun run [flags] KEY -- COMMAND), and a command that starts with '-' goes after --", rest[0])
 	}
 	if len(rest) == 0 {
 		return "", nil, usagef("missing COMMAND after KEY %q: lockrun run [flags] KEY -- COMMAND [ARG...]", key)

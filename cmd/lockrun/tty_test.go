@@ -108,3 +108,38 @@ func TestCtrlCReachesTheCommand(t *testing.T) {
 		t.Errorf("exit %d after ^C, want 130", code)
 	}
 }
+
+// state is the one-letter state of pid (R, S, T, Z...).
+func state(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	return f[0]
+}
+
+// Ctrl-Z stops the command and lockrun with it, so that the shell gets the
+// terminal back; continued, lockrun gives the command the terminal again.
+func TestCtrlZSuspendsLikeAShellJob(t *testing.T) {
+	term, tty := openTerminal(t)
+	cmd := startOnTerminal(t, tty, "run", "--ttl", "10s", "backfill", "--", "sh", "-c", `echo ready; sleep 30`)
+	term.waitFor(t, "ready")
+	term.master.Write([]byte{26}) // ^Z
+	for deadline := time.Now().Add(5 * time.Second); state(cmd.Process.Pid) != "T"; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("lockrun did not stop with its command (state %q)", state(cmd.Process.Pid))
+		}
+	}
+	syscall.Kill(cmd.Process.Pid, syscall.SIGCONT) // fg, as far as lockrun can tell
+	for deadline := time.Now().Add(5 * time.Second); state(cmd.Process.Pid) == "T"; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("lockrun did not continue")
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	term.master.Write([]byte{3}) // ^C reaches the continued command in the foreground
+	if code := exitCode(t, cmd); code != 130 {
+		t.Errorf("exit %d after ^Z, fg, ^C; want 130", code)
+	}
+}

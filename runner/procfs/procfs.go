@@ -11,20 +11,10 @@ import (
 // /proc. It is a snapshot: a process forked during the walk may be missed,
 // which is why killers call it until it comes back empty.
 func Descendants(root int) []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
 	children := make(map[int][]int)
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if ppid, ok := parentOf(pid); ok {
-			children[ppid] = append(children[ppid], pid)
-		}
-	}
+	each(func(pid int, st stat) {
+		children[st.ppid] = append(children[st.ppid], pid)
+	})
 	var out []int
 	queue := children[root]
 	for len(queue) > 0 {
@@ -36,24 +26,51 @@ func Descendants(root int) []int {
 	return out
 }
 
-// parentOf reads the parent of a live pid from /proc/pid/stat; zombies and
-// vanished processes report false.
-func parentOf(pid int) (int, bool) {
+// GroupAlive tells whether a live (non-zombie) process of group pgid is
+// left; unlike kill(-pgid, 0) it does not count the dead awaiting reaping.
+func GroupAlive(pgid int) bool {
+	alive := false
+	each(func(_ int, st stat) { alive = alive || st.pgrp == pgid })
+	return alive
+}
+
+// stat is what this package reads of /proc/pid/stat.
+type stat struct{ ppid, pgrp int }
+
+// each calls f for every live (non-zombie) process.
+func each(f func(pid int, st stat)) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			if st, ok := read(pid); ok {
+				f(pid, st)
+			}
+		}
+	}
+}
+
+// read reads a live pid's /proc/pid/stat; zombies and vanished processes
+// report false.
+func read(pid int) (stat, bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, false
+		return stat{}, false
 	}
-	// "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+	// "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, false
+		return stat{}, false
 	}
 	f := bytes.Fields(b[i+1:])
-	if len(f) < 2 || string(f[0]) == "Z" {
-		return 0, false
+	if len(f) < 3 || string(f[0]) == "Z" {
+		return stat{}, false
 	}
-	ppid, err := strconv.Atoi(string(f[1]))
-	return ppid, err == nil
+	ppid, err1 := strconv.Atoi(string(f[1]))
+	pgrp, err2 := strconv.Atoi(string(f[2]))
+	return stat{ppid, pgrp}, err1 == nil && err2 == nil
 }
 
 // Switches sums the context switches, voluntary and involuntary, of all

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -38,6 +39,29 @@ func TestDescendantsFindsGrandchildrenAndNotOthers(t *testing.T) {
 	if d := Descendants(grandchild); len(d) != 0 {
 		t.Errorf("a sleep has descendants %v", d)
 	}
+}
+
+func TestGroupAliveIgnoresTheDead(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pgid := cmd.Process.Pid
+	if !GroupAlive(pgid) {
+		t.Fatal("a running group reported dead")
+	}
+	cmd.Process.Kill()
+	// Not reaped yet: a zombie, which kill(-pgid, 0) would still count.
+	for deadline := time.Now().Add(5 * time.Second); GroupAlive(pgid); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a killed group still reported alive")
+		}
+	}
+	if err := syscall.Kill(-pgid, 0); err != nil {
+		t.Errorf("the zombie should still be signalable before it is reaped: %v", err)
+	}
+	cmd.Wait()
 }
 
 func TestSwitchesGrowWhenTheProcessSleeps(t *testing.T) {

@@ -18,9 +18,9 @@ import (
 type Direction int
 
 const (
-	Up   Direction = 1 << iota // client to server: requests
-	Down                       // server to client: replies
-	Both = Up | Down
+	Up   Direction   = 1 << iota // client to server: requests
+	Down                         // server to client: replies
+	Both = Up | Down             // both ways
 )
 
 // Proxy forwards connections from Addr to an upstream address.

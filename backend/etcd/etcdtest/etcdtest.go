@@ -11,7 +11,6 @@ package etcdtest
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 	"os"
 	"os/exec"
@@ -23,6 +22,7 @@ import (
 	"time"
 
 	"github.com/lockrun/lockrun/backend/backendtest"
+	"github.com/lockrun/lockrun/backend/backendtest/serverproc"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -44,9 +44,8 @@ type Server struct {
 	peer   int    // peer port
 	certs  *Certs // nil for plain connections
 
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	waitErr chan error
+	mu   sync.Mutex       // guards proc: the fault harness freezes from its own goroutines
+	proc *serverproc.Proc // nil while stopped
 }
 
 // Certs names PEM files for a TLS server: its certificate and key, which
@@ -89,7 +88,7 @@ func (s *Server) URL() string {
 func (s *Server) PID() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.cmd.Process.Pid
+	return s.proc.PID()
 }
 
 // Stop kills the server (SIGKILL, a crash: etcd's log is fsynced, so no
@@ -98,13 +97,11 @@ func (s *Server) PID() int {
 func (s *Server) Stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd == nil {
+	if s.proc == nil {
 		return
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGCONT) // a frozen process dies only once it runs
-	_ = s.cmd.Process.Kill()
-	<-s.waitErr
-	s.cmd = nil
+	s.proc.Kill()
+	s.proc = nil
 }
 
 // Freeze stops the server with SIGSTOP: connections stay open, nothing is
@@ -155,10 +152,10 @@ func (s *Server) signal(sig syscall.Signal) {
 	s.t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd == nil {
+	if s.proc == nil {
 		s.t.Fatalf("etcd is not running; cannot send %v", sig)
 	}
-	if err := s.cmd.Process.Signal(sig); err != nil {
+	if err := s.proc.Signal(sig); err != nil {
 		s.t.Fatalf("signal %v to etcd: %v", sig, err)
 	}
 }
@@ -182,46 +179,32 @@ func (s *Server) launch() {
 		"--initial-cluster", "t="+peerURL,
 		"--heartbeat-interval", "10", "--election-timeout", "50",
 		"--logger", "zap", "--log-outputs", filepath.Join(s.dir, "etcd.log"))...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	proc, err := serverproc.Start(cmd)
+	if err != nil {
 		s.t.Fatalf("starting etcd: %v", err)
 	}
-	waitErr := make(chan error, 1)
-	go func() { waitErr <- cmd.Wait() }()
 	s.mu.Lock()
-	s.cmd, s.waitErr = cmd, waitErr
+	s.proc = proc
 	s.mu.Unlock()
-	if err := s.ready(waitErr); err != nil {
+	if err := s.ready(proc); err != nil {
 		log, _ := os.ReadFile(filepath.Join(s.dir, "etcd.log"))
 		s.t.Fatalf("etcd on %s did not start: %v\n%s", s.Addr(), err, tail(log, 2000))
 	}
 }
 
 // ready polls a read until it succeeds, the process exits or time is up.
-func (s *Server) ready(exited <-chan error) error {
+func (s *Server) ready(proc *serverproc.Proc) error {
 	c, err := s.newClient()
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	deadline := time.Now().Add(startTimeout)
-	for {
+	return proc.Ready(startTimeout, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
 		_, err := c.Get(ctx, "ready")
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case werr := <-exited:
-			s.waitErr <- werr // for Stop
-			return fmt.Errorf("exited: %v", werr)
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return err
-		}
-	}
+		return err
+	})
 }
 
 func tail(b []byte, n int) []byte {

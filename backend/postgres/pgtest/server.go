@@ -16,7 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/lockrun/lockrun/backend/backendtest"
-	"github.com/lockrun/lockrun/runner/procfs"
+	"github.com/lockrun/lockrun/backend/backendtest/serverproc"
 )
 
 // Server is a private PostgreSQL on a free loopback port, with trust
@@ -27,8 +27,8 @@ type Server struct {
 	bin  string
 	port int
 	cred *syscall.Credential // the postgres user when running as root
-	cmd  *exec.Cmd
-	set  []string // extra settings, "name=value"
+	proc *serverproc.Proc    // nil while stopped
+	set  []string            // extra settings, "name=value"
 }
 
 // Start initialises a database cluster in a temporary folder and starts a
@@ -82,23 +82,15 @@ func (s *Server) Freeze() { s.signal(syscall.SIGSTOP) }
 // Thaw resumes a frozen server.
 func (s *Server) Thaw() { s.signal(syscall.SIGCONT) }
 
-// Stop shuts the server down (fast shutdown: sessions are cut) and waits
-// for it; it does nothing when the server is not running.
+// Stop shuts the server down (fast shutdown, SIGINT: sessions are cut) and
+// waits for it, killing it after 10 s; it does nothing when the server is
+// not running.
 func (s *Server) Stop() {
-	if s.cmd == nil {
+	if s.proc == nil {
 		return
 	}
-	s.Thaw()
-	_ = s.cmd.Process.Signal(syscall.SIGINT)
-	done := make(chan struct{})
-	go func() { _ = s.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		s.signal(syscall.SIGKILL)
-		<-done
-	}
-	s.cmd = nil
+	s.proc.Stop(syscall.SIGINT, 10*time.Second)
+	s.proc = nil
 }
 
 // Restart stops the server and starts it again on the same port and data.
@@ -124,24 +116,21 @@ func (s *Server) start() {
 	}
 	cmd := s.command(filepath.Join(s.bin, "postgres"), args...)
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
-	if err := cmd.Start(); err != nil {
+	if s.proc, err = serverproc.Start(cmd); err != nil {
 		s.t.Fatalf("pgtest: starting postgres: %v", err)
 	}
-	s.cmd = cmd
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	err = s.proc.Ready(15*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
 		c, err := pgx.Connect(ctx, s.URL())
 		if err == nil {
 			c.Close(ctx)
-			cancel()
-			return
 		}
-		cancel()
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(s.path("log"))
-			s.t.Fatalf("pgtest: postgres did not start: %v\n%s", err, log)
-		}
+		return err
+	})
+	if err != nil {
+		log, _ := os.ReadFile(s.path("log"))
+		s.t.Fatalf("pgtest: postgres did not start: %v\n%s", err, log)
 	}
 }
 
@@ -152,16 +141,11 @@ func (s *Server) command(name string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// signal sends sig to the postmaster, then to every process it started:
-// each session runs in a process of its own, in a session of its own.
+// signal sends sig to the postmaster and every process it started: each
+// session runs in a process of its own, in a session of its own.
 func (s *Server) signal(sig syscall.Signal) {
-	if s.cmd == nil {
-		return
-	}
-	pid := s.cmd.Process.Pid
-	_ = syscall.Kill(pid, sig)
-	for _, child := range procfs.Descendants(pid) {
-		_ = syscall.Kill(child, sig)
+	if s.proc != nil {
+		_ = s.proc.Signal(sig)
 	}
 }
 

@@ -4,32 +4,44 @@
 -- the server's clock in microseconds, so that a restored backup or a
 -- re-created table cannot hand out a token again.
 --
--- Returns the row as it now is: ours when taken, else the holder with its
--- microseconds left. When the statement's snapshot already shows a live
--- holder nothing is written or locked, so a crowd of waiters woken by one
--- release costs reads, not a convoy of row locks and commits. When the
--- snapshot shows the lock free but a concurrent statement takes it first,
--- the upsert's WHERE fails on the newer row and the stale row is returned:
--- the caller sees a lock that is neither ours nor live, and asks again.
+-- A live row of run $3 itself is a retry whose first reply was lost: it
+-- keeps its token, and its lease restarts at this statement, since the
+-- caller counts the lease from the retry's send time.
+--
+-- Returns the row as it now is, and whether this statement wrote it: ours
+-- when taken, else the holder with its microseconds left. When the
+-- statement's snapshot already shows another run's live lease nothing is
+-- written or locked, so a crowd of waiters woken by one release costs
+-- reads, not a convoy of row locks and commits. When the snapshot shows
+-- the lock free (or ours) but a concurrent statement changes it first, the
+-- upsert's WHERE fails on the newer row and the stale row is returned, not
+-- taken: the caller asks again.
 --
 -- now() is the statement's start on the server, later than the moment the
 -- client sent it: leases last at least their TTL from the client's send
--- time.
+-- time. That holds only outside a transaction block, where a statement is
+-- its own transaction.
 WITH snapshot AS (
     SELECT token, holder, run_id, expires_at FROM {{table}} WHERE key = $1
 ), taken AS (
     INSERT INTO {{table}} AS l (key, token, holder, run_id, expires_at)
     SELECT $1, greatest(1, (extract(epoch FROM now()) * 1000000)::bigint), $2, $3,
            now() + $4::bigint * interval '1 microsecond'
-    WHERE NOT EXISTS (SELECT FROM snapshot WHERE expires_at > now())
+    WHERE NOT EXISTS (SELECT FROM snapshot WHERE expires_at > now() AND run_id <> $3)
     ON CONFLICT (key) DO UPDATE SET
-        token      = greatest(l.token + 1, excluded.token),
+        token      = CASE WHEN l.run_id = excluded.run_id AND l.expires_at > now() THEN l.token
+                          ELSE greatest(l.token + 1, excluded.token) END,
         holder     = excluded.holder,
         run_id     = excluded.run_id,
         expires_at = excluded.expires_at
-    WHERE l.expires_at <= now()
+    WHERE l.expires_at <= now() OR l.run_id = excluded.run_id
     RETURNING token, holder, run_id, expires_at
+), lock_row AS (
+    SELECT *, true AS ours FROM taken
+    UNION ALL
+    SELECT *, false FROM snapshot WHERE NOT EXISTS (SELECT FROM taken)
 )
 SELECT token, holder, run_id,
-    (extract(epoch FROM greatest(expires_at, now()) - now()) * 1000000)::bigint
-FROM (SELECT * FROM taken UNION ALL SELECT * FROM snapshot WHERE NOT EXISTS (SELECT FROM taken)) AS lock_row
+    (extract(epoch FROM greatest(expires_at, now()) - now()) * 1000000)::bigint,
+    ours
+FROM lock_row

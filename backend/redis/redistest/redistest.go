@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/lockrun/lockrun/backend/backendtest"
+	"github.com/lockrun/lockrun/backend/backendtest/serverproc"
 )
 
 // startTimeout bounds how long a server may take to answer PING.
@@ -29,8 +30,7 @@ type Server struct {
 	port  int
 	dir   string
 	extra []string
-	cmd   *exec.Cmd  // nil while stopped
-	done  chan error // cmd's exit
+	proc  *serverproc.Proc // nil while stopped
 }
 
 // Start starts a server with the given extra arguments (e.g. "--requirepass",
@@ -68,29 +68,17 @@ func (s *Server) start() error {
 		"--save", "", "--appendonly", "no",
 		"--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log"),
 	}, s.extra...)
-	cmd := exec.Command("redis-server", args...)
-	if err := cmd.Start(); err != nil {
+	proc, err := serverproc.Start(exec.Command("redis-server", args...))
+	if err != nil {
 		return err
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	deadline := time.Now().Add(startTimeout)
-	for time.Now().Before(deadline) {
-		select {
-		case err := <-exited:
-			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
-			return fmt.Errorf("redis-server exited: %v\n%s", err, log)
-		default:
-		}
-		if s.ping() == nil {
-			s.cmd, s.done = cmd, exited
-			return nil
-		}
-		time.Sleep(5 * time.Millisecond)
+	if err := proc.Ready(startTimeout, s.ping); err != nil {
+		proc.Kill()
+		log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+		return fmt.Errorf("redis-server on port %d: %v\n%s", s.port, err, log)
 	}
-	_ = cmd.Process.Kill()
-	<-exited
-	return fmt.Errorf("redis-server on port %d did not answer PING within %v", s.port, startTimeout)
+	s.proc = proc
+	return nil
 }
 
 // ping sends PING without a client library and expects +PONG. A server
@@ -123,12 +111,11 @@ func (s *Server) Stop() {
 }
 
 func (s *Server) kill() {
-	if s.cmd == nil {
+	if s.proc == nil {
 		return
 	}
-	_ = s.cmd.Process.Kill() // works on a stopped process too
-	<-s.done
-	s.cmd = nil
+	s.proc.Kill()
+	s.proc = nil
 }
 
 // Restart stops the server and starts an empty one on the same port.
@@ -149,10 +136,10 @@ func (s *Server) Thaw() { s.signal(syscall.SIGCONT) }
 
 func (s *Server) signal(sig syscall.Signal) {
 	s.t.Helper()
-	if s.cmd == nil {
+	if s.proc == nil {
 		s.t.Fatalf("redis-server is not running")
 	}
-	if err := s.cmd.Process.Signal(sig); err != nil {
+	if err := s.proc.Signal(sig); err != nil {
 		s.t.Fatalf("signalling redis-server: %v", err)
 	}
 }

@@ -46,7 +46,7 @@ var Cases = []Case{
 	{Name: "3-latency", Net: true, Hold: 1500 * time.Millisecond, Competitors: 3, MustLose: true, MinDuration: 8 * time.Second, Fault: latency},
 	{Name: "4-server-freeze-restart", Net: true, Hold: time.Hour, Competitors: 3, MustLose: true, Fault: freezeServer},
 	{Name: "5-slow-acquire-reply", Net: true, Hold: 200 * time.Millisecond, Competitors: 2, MinDuration: 10 * time.Second, Fault: slowReplies},
-	{Name: "6-lockrun-sigkill", Hold: time.Hour, Competitors: 3, Fault: killLockrun},
+	{Name: "6-lockrun-sigkill", Mode: "escape", Hold: time.Hour, Competitors: 3, Fault: killLockrun},
 	{Name: "7-lockrun-frozen", Hold: time.Hour, Competitors: 3, MustLose: true, Fault: freezeLockrun},
 	{Name: "8-machine-paused", Hold: time.Hour, Competitors: 3, MayOverlap: true, MustLose: true, Fault: pauseMachine},
 	{Name: "9-stubborn-escaping-child", Mode: "escape", Hold: 2 * time.Second, Competitors: 3, MustLose: true, Fault: loseRepeatedly},

@@ -6,7 +6,6 @@ package faults
 
 import (
 	"bufio"
-	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -193,8 +192,4 @@ func (o *Oracle) lifeOf(token uint64) (life, bool) {
 		}
 	}
 	return life{}, false
-}
-
-func (l life) String() string {
-	return fmt.Sprintf("token %d pid %d %s..%s", l.token, l.pid, l.start.Format("15:04:05.000"), l.end.Format("15:04:05.000"))
 }

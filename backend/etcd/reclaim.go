@@ -1,0 +1,54 @@
+package etcd
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/lockrun/lockrun/backend"
+)
+
+// The runner tries Acquire again, with the same RunID, after a transient
+// failure. When the first try's enqueue reached etcd but its reply was
+// lost, and the revoke that should have dropped its lease failed too, the
+// queue still holds that try's entry: without reclaim, the retry would see
+// the lock held by its own run and give up (or wait behind it until its
+// lease expires).
+
+// ownEntry tells whether kv is an entry that this run (o.RunID) wrote under
+// a lease in an earlier try.
+func ownEntry(kv *mvccpb.KeyValue, o backend.AcquireOptions) bool {
+	if o.RunID == "" || kv.Lease == int64(clientv3.NoLease) {
+		return false
+	}
+	var h holderInfo
+	return json.Unmarshal(kv.Value, &h) == nil && h.RunID == o.RunID
+}
+
+// reclaim takes over kv, the holding entry that this run wrote in an
+// earlier try. One keep-alive restarts its lease's TTL, and the lease's
+// Start is when that was sent (see restartTTL), so the deadline never
+// counts from the lost try's grant; the token stays the entry's create
+// revision. It fails with errEvicted when the lease or the entry went
+// away meanwhile, or when the lease was granted less than ttl (then it is
+// revoked): the caller queues afresh.
+func (b *Backend) reclaim(ctx context.Context, key string, kv *mvccpb.KeyValue, ttl time.Duration) (*lease, error) {
+	e := entry{key: key, name: string(kv.Key), id: clientv3.LeaseID(kv.Lease), rev: kv.CreateRevision}
+	if err := b.restartTTL(ctx, &e, "renewing this run's earlier lease"); err != nil {
+		return nil, err
+	}
+	rctx, cancel := b.bounded(ctx)
+	defer cancel()
+	resp, err := b.cli.Get(rctx, e.name)
+	if err != nil {
+		return nil, b.failed(ctx, "reading this run's earlier entry", key, err)
+	}
+	if e.ttl < ttl || len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != e.rev {
+		b.revoke(ctx, e.id) // too short to honour the retry, or holding nothing
+		return nil, errEvicted
+	}
+	return b.newLease(e), nil
+}

@@ -1,0 +1,67 @@
+package postgres
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/lockrun/lockrun/backend"
+)
+
+// fail wraps a failed operation's error as ErrUnavailable, with the
+// backend's redacted address, in one line; a *backend.HeldError passes
+// unchanged. Renewals and releases decide about ErrLost themselves.
+func (b *Backend) fail(what string, err error) error {
+	var held *backend.HeldError
+	if err == nil || errors.As(err, &held) {
+		return err
+	}
+	if isMissingTable(err) {
+		what += fmt.Sprintf(" (create the table with 'lockrun init --backend %s', or drop %s=false)", b.addr, ParamCreateTable)
+	}
+	return fmt.Errorf("%w: postgres %s: %s: %w", backend.ErrUnavailable, b.addr, what, oneLine{err})
+}
+
+// oneLine is an error whose message fits on one line and says each thing
+// once. pgx writes a failed connection's message with one line per
+// attempt, and with sslmode=prefer, the default, it tries each host twice
+// (with TLS, then without), which mostly fail alike.
+type oneLine struct{ err error }
+
+func (e oneLine) Error() string {
+	var ce *pgconn.ConnectError
+	if errors.As(e.err, &ce) {
+		return fmt.Sprintf("connecting as user %s to database %s: %s", ce.Config.User, ce.Config.Database, distinct(ce.Unwrap()))
+	}
+	return distinct(e.err)
+}
+
+func (e oneLine) Unwrap() error { return e.err }
+
+// distinct is err's message on one line, with the messages that errors
+// joined by errors.Join repeat said once.
+func distinct(err error) string {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		var msgs []string
+		for _, err := range joined.Unwrap() {
+			if m := distinct(err); !slices.Contains(msgs, m) {
+				msgs = append(msgs, m)
+			}
+		}
+		return strings.Join(msgs, "; ")
+	}
+	if inner := errors.Unwrap(err); inner != nil {
+		if prefix, ok := strings.CutSuffix(err.Error(), inner.Error()); ok {
+			return flatten(prefix) + distinct(inner)
+		}
+	}
+	return flatten(err.Error())
+}
+
+// flatten puts a multi-line message on one line.
+func flatten(msg string) string {
+	return strings.NewReplacer(":\n\t", " ", "\n\t", "; ", "\n", "; ").Replace(msg)
+}

@@ -1,0 +1,115 @@
+package runner
+
+import (
+	"bufio"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// cgroup is a cgroup v2 of the command's own. A process cannot leave it
+// (setsid, double forks and re-parenting do not matter), and writing
+// cgroup.kill kills everything in it at once, so the watchdog can still
+// reach every descendant after lockrun itself was SIGKILLed. lockrun makes
+// one below its own cgroup when it may (root, or a delegated subtree);
+// otherwise the process group and the subreaper are what it has.
+type cgroup struct {
+	dir string
+	fd  int // the directory, for CLONE_INTO_CGROUP
+}
+
+// newCgroup makes an empty cgroup next to lockrun's own processes.
+func newCgroup() (*cgroup, error) {
+	parent, err := ownCgroup()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(parent, "lockrun-"+strings.ToLower(rand.Text()[:12]))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, err
+	}
+	fd, err := unix.Open(dir, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		_ = os.Remove(dir)
+		return nil, err
+	}
+	return &cgroup{dir: dir, fd: fd}, nil
+}
+
+// ownCgroup is the directory of this process's cgroup in the cgroup v2
+// hierarchy, from /proc/self/cgroup ("0::/path") and /proc/self/mountinfo.
+func ownCgroup() (string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	var path string
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			path = p
+		}
+	}
+	if path == "" {
+		return "", errors.New("no cgroup v2 hierarchy")
+	}
+	mount, root, err := cgroup2Mount()
+	if err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(root, path)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return "", fmt.Errorf("cgroup %s is outside the mounted hierarchy", path)
+	}
+	return filepath.Join(mount, rel), nil
+}
+
+// cgroup2Mount finds where the cgroup v2 hierarchy is mounted, and which of
+// its directories the mount shows.
+func cgroup2Mount() (mount, root string, err error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", "", err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw"
+		fields := strings.Fields(sc.Text())
+		for i, f := range fields {
+			if f == "-" && i+1 < len(fields) && fields[i+1] == "cgroup2" && len(fields) > 4 {
+				return fields[4], fields[3], nil
+			}
+		}
+	}
+	return "", "", errors.New("cgroup v2 is not mounted")
+}
+
+// kill kills every process in the cgroup.
+func (c *cgroup) kill() error {
+	return os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0)
+}
+
+// remove deletes the cgroup once it is empty, waiting a little for the
+// killed to finish dying.
+func (c *cgroup) remove() {
+	_ = unix.Close(c.fd)
+	for i := 0; i < 100; i++ {
+		if err := unix.Rmdir(c.dir); err == nil || errors.Is(err, unix.ENOENT) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// killCgroup is the watchdog's: kill everything in dir, then remove it.
+func killCgroup(dir string) {
+	c := &cgroup{dir: dir, fd: -1}
+	_ = c.kill()
+	c.remove()
+}
