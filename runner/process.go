@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sync"
 	"syscall"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 // signalled and waited for, and none is forgotten when the lock is released.
 type process struct {
 	pid      int
+	cgMu     sync.Mutex    // the reaper drops cg while the supervisor may kill it
 	cg       *cgroup       // the command's cgroup; nil where lockrun may not make one
 	wd       *watchdogLink // nil without a watchdog
 	wdErr    error         // why there is no watchdog
@@ -117,9 +119,22 @@ func (p *process) start(sp spec, attr *os.ProcAttr) (*os.Process, error) {
 }
 
 func (p *process) dropCgroup() {
-	if p.cg != nil {
-		p.cg.remove()
-		p.cg = nil
+	p.cgMu.Lock()
+	cg := p.cg
+	p.cg = nil
+	p.cgMu.Unlock()
+	if cg != nil {
+		cg.remove()
+	}
+}
+
+// killCgroupMembers kills everything in the command's cgroup, if it still has one.
+func (p *process) killCgroupMembers() {
+	p.cgMu.Lock()
+	cg := p.cg
+	p.cgMu.Unlock()
+	if cg != nil {
+		_ = cg.kill() // atomic: also catches processes forked meanwhile
 	}
 }
 
@@ -166,11 +181,15 @@ func (p *process) reapAll() {
 	}
 }
 
-// othersAlive tells whether a descendant other than the watchdog lives.
-// As a subreaper lockrun is an ancestor of every process the command
-// started, even those that left its group or session.
+// othersAlive tells whether a descendant other than the watchdog lives,
+// or died and is not reaped yet. As a subreaper lockrun is an ancestor of
+// every process the command started, even those that left its group or
+// session, and while any of them lives one of lockrun's own children does
+// (or lies a zombie until reaped): lockrun's children lists tell, with a
+// few reads rather than one per process of the machine. It runs on the
+// reaping goroutine, so no child can be reaped while the lists are read.
 func (p *process) othersAlive() bool {
-	for _, pid := range procfs.Descendants(os.Getpid()) {
+	for _, pid := range procfs.Children(os.Getpid()) {
 		if p.wd == nil || pid != p.wd.pid {
 			return true
 		}

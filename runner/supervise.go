@@ -104,9 +104,7 @@ func (s *supervisor) killAt(at time.Time) time.Time {
 // killAll sends SIGKILL until no descendant is left alive, so that one
 // forked between two /proc walks is caught by the next.
 func (p *process) killAll() {
-	if p.cg != nil {
-		_ = p.cg.kill() // atomic: also catches processes forked meanwhile
-	}
+	p.killCgroupMembers()
 	for i := 0; i < 100 && p.signalAll(syscall.SIGKILL) > 0; i++ {
 		time.Sleep(time.Millisecond) // let the killed become zombies
 	}

@@ -26,6 +26,28 @@ func Descendants(root int) []int {
 	return out
 }
 
+// Children lists pid's children, zombies included, from the children
+// files of its threads: a few small reads, where Descendants reads every
+// process of the machine. The kernel keeps a zombie in its parent's list
+// until the parent reaps it, so only the parent's own reaping can make an
+// entry vanish while the lists are read.
+func Children(pid int) []int {
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, t := range tasks {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + t.Name() + "/children")
+		for _, f := range bytes.Fields(b) {
+			if c, err := strconv.Atoi(string(f)); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
 // GroupAlive tells whether a live (non-zombie) process of group pgid is
 // left; unlike kill(-pgid, 0) it does not count the dead awaiting reaping.
 func GroupAlive(pgid int) bool {

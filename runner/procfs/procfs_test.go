@@ -76,3 +76,31 @@ func TestSwitchesGrowWhenTheProcessSleeps(t *testing.T) {
 		t.Errorf("Switches of no process = %d, want 0", n)
 	}
 }
+
+func TestChildrenListsTheLiveAndTheUnreaped(t *testing.T) {
+	live := exec.Command("sleep", "30")
+	dead := exec.Command("true")
+	for _, c := range []*exec.Cmd{live, dead} {
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() { live.Process.Kill(); live.Wait() }()
+	for deadline := time.Now().Add(5 * time.Second); alive(dead.Process.Pid) && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	got := Children(os.Getpid())
+	if !slices.Contains(got, live.Process.Pid) || !slices.Contains(got, dead.Process.Pid) {
+		t.Errorf("Children = %v, want the sleep %d and the unreaped true %d", got, live.Process.Pid, dead.Process.Pid)
+	}
+	dead.Wait()
+	if got := Children(os.Getpid()); slices.Contains(got, dead.Process.Pid) {
+		t.Errorf("Children = %v still lists the reaped %d", got, dead.Process.Pid)
+	}
+}
+
+// alive tells whether pid runs (is not a zombie).
+func alive(pid int) bool {
+	_, ok := read(pid)
+	return ok
+}
