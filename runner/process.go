@@ -189,7 +189,11 @@ func (p *process) reapAll() {
 // few reads rather than one per process of the machine. It runs on the
 // reaping goroutine, so no child can be reaped while the lists are read.
 func (p *process) othersAlive() bool {
-	for _, pid := range procfs.Children(os.Getpid()) {
+	pids, ok := procfs.Children(os.Getpid())
+	if !ok {
+		pids = procfs.Descendants(os.Getpid()) // slower, and blind to zombies: enough
+	}
+	for _, pid := range pids {
 		if p.wd == nil || pid != p.wd.pid {
 			return true
 		}

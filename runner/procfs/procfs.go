@@ -3,6 +3,8 @@ package procfs
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"os"
 	"strconv"
 )
@@ -30,22 +32,30 @@ func Descendants(root int) []int {
 // files of its threads: a few small reads, where Descendants reads every
 // process of the machine. The kernel keeps a zombie in its parent's list
 // until the parent reaps it, so only the parent's own reaping can make an
-// entry vanish while the lists are read.
-func Children(pid int) []int {
-	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+// entry vanish while the lists are read. It reports false when the kernel
+// has no such files (built without CONFIG_PROC_CHILDREN).
+func Children(pid int) ([]int, bool) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
+	tasks, err := os.ReadDir(dir)
 	if err != nil {
-		return nil
+		return nil, false
 	}
 	var out []int
 	for _, t := range tasks {
-		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + t.Name() + "/children")
+		b, err := os.ReadFile(dir + t.Name() + "/children")
+		if errors.Is(err, fs.ErrNotExist) {
+			if _, err := os.Stat(dir + t.Name()); err == nil {
+				return nil, false // the thread is there, its list is not
+			}
+			continue // the thread has exited
+		}
 		for _, f := range bytes.Fields(b) {
 			if c, err := strconv.Atoi(string(f)); err == nil {
 				out = append(out, c)
 			}
 		}
 	}
-	return out
+	return out, true
 }
 
 // GroupAlive tells whether a live (non-zombie) process of group pgid is
