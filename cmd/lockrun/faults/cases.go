@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockrun/lockrun/backend/backendtest/netproxy"
+	"github.com/lockrun/lockrun/cmd/lockrun/lockruntest"
 	"github.com/lockrun/lockrun/runner/procfs"
 )
 
@@ -113,7 +114,9 @@ func slowReplies(ctx context.Context, a *attack) {
 	a.tg.Proxy.SetLatency(netproxy.Down, 0)
 }
 
-// killLockrun SIGKILLs the holder's lockrun: its command must die at once.
+// killLockrun SIGKILLs the holder's lockrun: its command must die at once
+// (100 ms: the kernel's parent-death signal), and everything the command
+// started soon after (the watchdog's reaction: a second at most).
 func killLockrun(ctx context.Context, a *attack) {
 	for ctx.Err() == nil {
 		h, l, err := a.fleet.Holder(ctx)
@@ -122,8 +125,11 @@ func killLockrun(ctx context.Context, a *attack) {
 		}
 		killed := time.Now()
 		_ = syscall.Kill(h.PID, syscall.SIGKILL)
-		if end, ok := a.waitEnd(l.token, 2*time.Second); !ok || end.Sub(killed) > 100*time.Millisecond {
-			a.res.failf("command of a SIGKILLed lockrun lived %v on", end.Sub(killed))
+		if died := waitDeath(l.pid, time.Second); died.Sub(killed) > 100*time.Millisecond {
+			a.res.failf("the command of a SIGKILLed lockrun lived %v on", died.Sub(killed))
+		}
+		if end, ok := a.waitEnd(l.token, 2*time.Second); !ok || end.Sub(killed) > time.Second {
+			a.res.failf("what the command of a SIGKILLed lockrun started lived %v on", end.Sub(killed))
 		}
 		if next, ok := a.nextGrant(h.Token, a.tg.TTL+2*time.Second); ctx.Err() == nil && (!ok || next.Sub(killed) > a.tg.TTL+time.Second) {
 			a.res.failf("lock of a SIGKILLed holder not free within its %v TTL", a.tg.TTL)
@@ -186,6 +192,17 @@ func loseRepeatedly(ctx context.Context, a *attack) {
 		}
 		sleep(ctx, a.tg.TTL)
 	}
+}
+
+// waitDeath waits, at most within, for pid to be dead (or a zombie) and
+// returns when it saw so.
+func waitDeath(pid int, within time.Duration) time.Time {
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if !lockruntest.Alive(pid) {
+			break
+		}
+	}
+	return time.Now()
 }
 
 func signalAll(pids []int, sig syscall.Signal) {
