@@ -1,6 +1,10 @@
 package file
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/lockrun/lockrun/backend/backendtest"
+)
 
 // Benchmarks of the hot paths, for benchstat:
 // go test -run '^$' -bench . -count 10 ./backend/file
@@ -12,16 +16,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	o := opts("r")
-	for b.Loop() {
-		l, err := be.Acquire(b.Context(), "k", o)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := l.Release(b.Context()); err != nil {
-			b.Fatal(err)
-		}
-	}
+	backendtest.BenchAcquireRelease(b, be, "k", opts("r"))
 }
 
 // BenchmarkRenew checks that a held lock is still ours, as every
@@ -31,14 +26,5 @@ func BenchmarkRenew(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	l, err := be.Acquire(b.Context(), "k", opts("r"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Release(b.Context())
-	for b.Loop() {
-		if err := l.Renew(b.Context()); err != nil {
-			b.Fatal(err)
-		}
-	}
+	backendtest.BenchRenew(b, be, "k", opts("r"))
 }

@@ -11,34 +11,19 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/lockrun/lockrun/backend/backendtest"
 	"github.com/lockrun/lockrun/backend/postgres/pgtest"
 )
 
+// BenchmarkAcquireRelease takes and gives back a free lock: two
+// statements, the first also bumping the fencing counter.
 func BenchmarkAcquireRelease(b *testing.B) {
-	be := open(b, pgtest.Isolated(b, pgtest.Shared()))
-	o := opts("h")
-	for b.Loop() {
-		l, err := be.Acquire(b.Context(), "k", o)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := l.Release(b.Context()); err != nil {
-			b.Fatal(err)
-		}
-	}
+	backendtest.BenchAcquireRelease(b, open(b, pgtest.Isolated(b, pgtest.Shared())), "k", opts("h"))
 }
 
+// BenchmarkRenew is one owner-checked extension of a held lease.
 func BenchmarkRenew(b *testing.B) {
-	be := open(b, pgtest.Isolated(b, pgtest.Shared()))
-	l, err := be.Acquire(b.Context(), "k", opts("h"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	for b.Loop() {
-		if err := l.Renew(b.Context()); err != nil {
-			b.Fatal(err)
-		}
-	}
+	backendtest.BenchRenew(b, open(b, pgtest.Isolated(b, pgtest.Shared())), "k", opts("h"))
 }
 
 // BenchmarkHandoff measures the time from a holder's Release call to the
