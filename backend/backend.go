@@ -27,6 +27,9 @@ var (
 	ErrInvalidKey = errors.New("invalid key")
 	// ErrInvalidURL means a backend URL cannot be used.
 	ErrInvalidURL = errors.New("invalid backend URL")
+	// ErrInvalidOptions means AcquireOptions break the rules of
+	// ValidateRequest.
+	ErrInvalidOptions = errors.New("invalid acquire options")
 )
 
 // Token is a fencing token: per key, every token a backend issues is
@@ -77,7 +80,7 @@ type Lease interface {
 type AcquireOptions struct {
 	TTL    time.Duration // lease length; the server may grant more, never less
 	Holder string        // who is taking the lock, e.g. "host:pid"
-	RunID  string        // unique per run; recorded beside the holder
+	RunID  string        // unique per run, required, no blanks; recorded beside the holder
 	Wait   bool          // block until the lock is taken or ctx ends
 }
 

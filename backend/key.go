@@ -1,6 +1,9 @@
 package backend
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // MaxKeyLen is the longest key every backend accepts.
 const MaxKeyLen = 128
@@ -25,6 +28,22 @@ func ValidateKey(key string) error {
 		if !alnum && c != '.' && c != '_' && c != '-' {
 			return fmt.Errorf("%w %q: character %q not allowed (use letters, digits, '.', '_', '-')", ErrInvalidKey, key, c)
 		}
+	}
+	return nil
+}
+
+// ValidateRequest checks what every backend's Acquire needs: a valid key, a
+// positive TTL, and a run id, without blanks, by which the backend tells
+// this run's lease (and a retry of its acquire) from every other.
+func ValidateRequest(key string, o AcquireOptions) error {
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	if o.TTL <= 0 {
+		return fmt.Errorf("%w: lock %q: ttl %v must be positive", ErrInvalidOptions, key, o.TTL)
+	}
+	if o.RunID == "" || strings.ContainsAny(o.RunID, " \t\r\n") {
+		return fmt.Errorf("%w: lock %q: run id %q must be non-empty, without blanks", ErrInvalidOptions, key, o.RunID)
 	}
 	return nil
 }

@@ -5,17 +5,25 @@ import (
 	"strings"
 )
 
-// secretParams are query parameters that carry credentials in the URLs our
-// backends accept (libpq's password, Redis and etcd passwords, TLS keys).
+// secretParams are query parameter names that may carry a credential: libpq's
+// password and sslpassword, and common spellings that no backend of ours
+// reads but a user may still write into a URL.
 var secretParams = []string{"password", "pass", "passwd", "sslpassword", "token"}
 
 // Redact returns raw with every password removed: the user-info password and
-// any credential query parameter become "xxxxx". Text that does not parse as
-// a URL is replaced entirely, since it may itself be a secret.
+// any credential query parameter become "xxxxx". Text that is not a
+// hierarchical URL (no scheme, or "scheme:opaque") is replaced entirely,
+// since a password may sit anywhere in it: a typo such as
+// "redis//:pw@host" or a keyword string "host=db password=pw".
 func Redact(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil {
+	switch {
+	case err != nil:
 		return "(unparsable URL)"
+	case u.Scheme == "":
+		return "(not a URL)"
+	case u.Opaque != "":
+		return u.Scheme + ":(redacted)"
 	}
 	if q := u.Query(); len(q) > 0 {
 		changed := false

@@ -35,9 +35,10 @@ func acquire(ctx context.Context, job Job, sigs <-chan os.Signal) (backend.Lease
 	for attempt := 1; ; attempt++ {
 		began := time.Now()
 		lease, err := job.Locker.Acquire(ctx, job.Key, job.Lease)
-		if time.Since(began) > waitedLong {
+		if job.Lease.Wait && time.Since(began) > waitedLong {
 			// The backend answered and this waiter waited: a failure after
-			// that is a new blip, not the next of a run of failures.
+			// that is a new blip, not the next of a run of failures. Without
+			// --wait a slow failure is still a failure: three at most.
 			attempt, backoff = 1, 200*time.Millisecond
 		}
 		if err == nil {

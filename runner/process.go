@@ -162,11 +162,14 @@ func (p *process) reapAll() {
 			}
 			return
 		}
+		if p.wd != nil && pid == p.wd.pid {
+			p.wd.reaped()
+		}
 		if pid == p.pid {
 			commandDone = true
 			p.status, p.leftover = ws, p.othersAlive()
 			if p.term != nil {
-				p.term.reclaim()
+				p.term.reclaim(p.pid)
 			}
 			close(p.exited)
 		}

@@ -19,16 +19,21 @@ func Resolve(name string) (string, error) {
 	return path, nil
 }
 
-// startError maps a failure to execute name to 126 or 127, as shells do.
+// startError maps a failure to start name to 127 when it does not exist and
+// 126 when exec refused it, as shells do; a failure of the system (out of
+// processes or memory, or lockrun's own set-up) is 70, with its cause.
 func startError(name string, err error) error {
-	code := ExitNotFound
-	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOEXEC) || errors.Is(err, syscall.EISDIR) {
-		code = ExitCannotExec
+	var pe *fs.PathError
+	var ee *exec.Error
+	switch {
+	case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+		return &ExitError{Code: ExitNotFound, Err: fmt.Errorf("command %q not found", name)}
+	case errors.Is(err, syscall.EAGAIN), errors.Is(err, syscall.ENOMEM):
+		return &ExitError{Code: ExitSoftware, Err: fmt.Errorf("starting command %q: %w", name, unwrapPath(err))}
+	case errors.As(err, &pe), errors.As(err, &ee):
+		return &ExitError{Code: ExitCannotExec, Err: fmt.Errorf("command %q cannot be executed: %w", name, unwrapPath(err))}
 	}
-	if code == ExitNotFound {
-		return &ExitError{Code: code, Err: fmt.Errorf("command %q not found", name)}
-	}
-	return &ExitError{Code: code, Err: fmt.Errorf("command %q cannot be executed: %w", name, unwrapPath(err))}
+	return &ExitError{Code: ExitSoftware, Err: fmt.Errorf("starting command %q: %w", name, err)}
 }
 
 // unwrapPath drops the path wrapper around a syscall error, which only

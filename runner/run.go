@@ -31,7 +31,7 @@ type Job struct {
 	Lease   backend.AcquireOptions // TTL, holder, run id, wait
 	Policy  heartbeat.Policy
 	Timeout time.Duration // longest wait for the lock; 0 is no limit
-	Busy    int           // exit code when the lock is held (ExitBusy by default)
+	Busy    int           // exit code when the lock is held; the CLI's default is ExitBusy
 	Backend string        // the backend URL given to the child, already redacted
 
 	Path     string      // the resolved command, see Resolve
@@ -73,7 +73,8 @@ func Run(ctx context.Context, job Job) error {
 func runCommand(ctx context.Context, job Job, lease backend.Lease, sigs <-chan os.Signal, log *slog.Logger) (status int, lost bool, cause, err error) {
 	p := job.Policy
 	if !time.Now().Before(p.TermAt(lease.Start())) {
-		return 0, true, fmt.Errorf("%w: granted too late to run", backend.ErrLost), nil
+		return 0, false, nil, &ExitError{Code: ExitUnavailable, Err: fmt.Errorf(
+			"lock %q was granted too late to run the command under a %v lease: %w", job.Key, p.TTL, backend.ErrUnavailable)}
 	}
 	env := childEnv(os.Environ(), map[string]string{
 		"LOCKRUN_FENCING_TOKEN": lease.Token().String(),

@@ -3,14 +3,18 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/lockrun/lockrun/backend"
@@ -219,6 +223,27 @@ func TestUnreachableBackendExits69AfterBoundedRetries(t *testing.T) {
 	}
 }
 
+// An acquire that fails slowly (a call that times out) is still one of a
+// bounded run of failures when lockrun does not wait: exit 69, not retries
+// for ever.
+func TestSlowFailuresAreRetriedABoundedNumberOfTimes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		calls := 0
+		job := testJob(t, locker(func(context.Context) (backend.Lease, error) {
+			if calls++; calls > 10 {
+				return nil, errors.New("retried for ever")
+			}
+			time.Sleep(2 * waitedLong)
+			return nil, backend.ErrUnavailable
+		}), "true")
+		_, err := acquire(t.Context(), job, make(chan os.Signal))
+		wantExit(t, err, ExitUnavailable)
+		if calls != connectAttempts {
+			t.Errorf("%d attempts, want %d", calls, connectAttempts)
+		}
+	})
+}
+
 // staleLease was granted a whole TTL before its reply arrived.
 type staleLease struct {
 	backend.Lease
@@ -280,5 +305,50 @@ func TestResolve(t *testing.T) {
 	for name, code := range map[string]int{"no-such-command-here": ExitNotFound, "/etc/passwd": ExitCannotExec, "/etc": ExitCannotExec} {
 		_, err := Resolve(name)
 		wantExit(t, err, code)
+	}
+}
+
+// Only a missing command is 127 and only exec's refusal 126: a system out
+// of processes or memory must not send the operator looking for a typo.
+func TestStartErrorStatus(t *testing.T) {
+	for err, code := range map[error]int{
+		&fs.PathError{Op: "fork/exec", Path: "/x", Err: syscall.ENOENT}:  ExitNotFound,
+		&fs.PathError{Op: "fork/exec", Path: "/x", Err: syscall.ENOTDIR}: ExitNotFound,
+		&fs.PathError{Op: "fork/exec", Path: "/x", Err: syscall.EACCES}:  ExitCannotExec,
+		&fs.PathError{Op: "fork/exec", Path: "/x", Err: syscall.ETXTBSY}: ExitCannotExec,
+		&fs.PathError{Op: "fork/exec", Path: "/x", Err: syscall.E2BIG}:   ExitCannotExec,
+		&fs.PathError{Op: "fork/exec", Path: "/x", Err: syscall.EAGAIN}:  ExitSoftware,
+		&fs.PathError{Op: "fork/exec", Path: "/x", Err: syscall.ENOMEM}:  ExitSoftware,
+		fmt.Errorf("becoming a child subreaper: %w", syscall.EINVAL):     ExitSoftware,
+	} {
+		got := startError("x", err)
+		wantExit(t, got, code)
+		if code != ExitNotFound && !errors.Is(got, errors.Unwrap(err)) && !errors.Is(got, err) {
+			t.Errorf("startError(%v) = %v: the cause is lost", err, got)
+		}
+	}
+}
+
+// A lockrun frozen or killed just after starting the command may not have
+// told its watchdog the command's group yet: the watchdog must find the
+// command among lockrun's descendants all the same.
+func TestWatchdogKillsACommandItWasNotToldOf(t *testing.T) {
+	cmd := exec.Command("/bin/sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	died := make(chan error, 1)
+	go func() { died <- cmd.Wait() }()
+	if err := killTree(0, os.Getpid(), "", "test"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-died:
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
+			t.Errorf("command ended with %v, want SIGKILL", err)
+		}
+	case <-time.After(5 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("the command outlived the watchdog's kill")
 	}
 }

@@ -83,6 +83,7 @@ func (s *supervisor) cleanup(lost bool) {
 			return
 		case <-lostCh:
 			lostCh = nil
+			s.p.arm(s.loss.KillBy().Add(s.backstop))
 			kill.Reset(time.Until(s.killAt(time.Now().Add(s.grace))))
 		case <-kill.C:
 			s.p.killAll()

@@ -29,9 +29,14 @@ func foreground(f *os.File) *terminal {
 	return &terminal{fd: fd, pgrp: fg}
 }
 
-// reclaim puts lockrun's group back in the foreground once the command has
-// exited or stopped.
-func (t *terminal) reclaim() { t.give(t.pgrp) }
+// reclaim puts lockrun's group back in the foreground once the command
+// (group pgid) has exited or stopped, if the command's group still has it:
+// after `bg` the shell has the terminal, and must keep it.
+func (t *terminal) reclaim(pgid int) {
+	if fg, err := unix.IoctlGetInt(t.fd, unix.TIOCGPGRP); err == nil && fg == pgid {
+		t.give(t.pgrp)
+	}
+}
 
 // give puts group pgrp in the terminal's foreground. A background group
 // that does so gets SIGTTOU, as shells know, so it is ignored for the call.
@@ -48,7 +53,7 @@ func (t *terminal) give(pgrp int) {
 // stopped lockrun renews nothing: a suspension longer than the lease ends
 // in a loss, and the watchdog kills the command by the deadline.
 func (t *terminal) suspend(pgid int) {
-	t.reclaim()
+	t.reclaim(pgid)
 	cont := make(chan os.Signal, 1)
 	signal.Notify(cont, syscall.SIGCONT)
 	defer signal.Stop(cont)

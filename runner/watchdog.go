@@ -19,8 +19,8 @@ import (
 // (SIGSTOP, a stalled cgroup) or SIGKILLed. lockrun sends it messages over
 // a pipe; the watchdog SIGKILLs the command's process group and lockrun's
 // other descendants when the deadline passes without a newer one, or at once
-// when the pipe closes because lockrun died. lockrun kills the watchdog when
-// the command has exited.
+// when the pipe closes because lockrun died. lockrun kills the watchdog once
+// the command and everything it left behind are gone.
 //
 // A message is one tag byte and a big-endian int64: 'g' the command's
 // process group, 'd' the kill deadline in CLOCK_MONOTONIC nanoseconds.
@@ -84,11 +84,11 @@ func (l *watchdogLink) send(tag byte, v int64) {
 		l.pending = l.pending[:len(l.pending)-msgLen] // a newer deadline replaces an unsent one
 	}
 	l.pending = append(l.pending, msg...)
-	l.mu.Unlock()
-	select {
+	select { // under mu: stop closes wake
 	case l.wake <- struct{}{}:
 	default:
 	}
+	l.mu.Unlock()
 }
 
 func (l *watchdogLink) writer() {
@@ -111,14 +111,22 @@ func (l *watchdogLink) group(pgid int) { l.send('g', int64(pgid)) }
 func (l *watchdogLink) arm(at time.Time) { l.send('d', monotonicNS(at)) }
 
 // stop kills the watchdog: the command has exited, nothing is left to guard.
-func (l *watchdogLink) stop() {
+func (l *watchdogLink) stop() { l.end(true) }
+
+// reaped notes that the watchdog exited on its own: its pid may be reused,
+// so it must never be signalled again.
+func (l *watchdogLink) reaped() { l.end(false) }
+
+func (l *watchdogLink) end(kill bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.stopped {
 		return
 	}
 	l.stopped = true
-	_ = syscall.Kill(l.pid, syscall.SIGKILL)
+	if kill {
+		_ = syscall.Kill(l.pid, syscall.SIGKILL)
+	}
 	close(l.wake) // the writer closes the pipe
 }
 
@@ -153,6 +161,7 @@ func Watch(in *os.File, lockrun int, cgroupDir string) error {
 			}
 		}
 		if err := waitReadable(fd, timeout); err != nil {
+			_ = killTree(pgid, lockrun, cgroupDir, "reading from lockrun failed")
 			return err
 		}
 		n, err := syscall.Read(fd, buf)
@@ -162,6 +171,7 @@ func Watch(in *os.File, lockrun int, cgroupDir string) error {
 		case errors.Is(err, syscall.EAGAIN), errors.Is(err, syscall.EINTR):
 			continue
 		case err != nil:
+			_ = killTree(pgid, lockrun, cgroupDir, "reading from lockrun failed")
 			return err
 		}
 		pending = append(pending, buf[:n]...)
@@ -203,16 +213,19 @@ func waitGroupGone(pgid int) {
 	}
 }
 
+// killTree kills the command's process group pgid, its cgroup and every
+// other descendant of lockrun. pgid is 0 when lockrun was frozen or killed
+// before it could say which group is the command's (the command may run by
+// then): the cgroup and the walk of lockrun's descendants still find it.
 func killTree(pgid, lockrun int, cgroupDir, why string) error {
-	if pgid == 0 {
-		return nil // the command never started
-	}
 	fmt.Fprintf(os.Stderr, "lockrun: watchdog: %s: killing the command\n", why)
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	if pgid != 0 {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		defer waitGroupGone(pgid)
+	}
 	if cgroupDir != "" {
 		killCgroup(cgroupDir)
 	}
-	defer waitGroupGone(pgid)
 	self := os.Getpid()
 	for i := 0; i < 100; i++ {
 		found := false

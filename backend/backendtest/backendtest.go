@@ -71,12 +71,19 @@ func (s *suite) opts(holder string) backend.AcquireOptions {
 	return backend.AcquireOptions{TTL: s.h.TTL, Holder: holder, RunID: rand.Text()}
 }
 
+// MustAcquire takes key on b with o, failing the test if it cannot.
+func MustAcquire(t testing.TB, b backend.Backend, key string, o backend.AcquireOptions) backend.Lease {
+	t.Helper()
+	l, err := b.Acquire(t.Context(), key, o)
+	if err != nil {
+		t.Fatalf("Acquire(%q) by %s: %v", key, o.Holder, err)
+	}
+	return l
+}
+
 func (s *suite) mustAcquire(t *testing.T, b backend.Backend, key, holder string) backend.Lease {
 	t.Helper()
-	l, err := b.Acquire(t.Context(), key, s.opts(holder))
-	if err != nil {
-		t.Fatalf("Acquire(%q) by %s: %v", key, holder, err)
-	}
+	l := MustAcquire(t, b, key, s.opts(holder))
 	if l.TTL() < s.h.TTL {
 		t.Fatalf("granted TTL %v is shorter than the %v asked for", l.TTL(), s.h.TTL)
 	}
@@ -449,6 +456,14 @@ func (s *suite) invalidKey(t *testing.T) {
 		}
 		if _, err := b.Inspect(t.Context(), key); !errors.Is(err, backend.ErrInvalidKey) {
 			t.Errorf("Inspect(%q) = %v, want ErrInvalidKey", key, err)
+		}
+	}
+	// The run id tells this run's lease from every other: without one,
+	// two runs would be one owner.
+	key := Key(t)
+	for _, o := range []backend.AcquireOptions{{TTL: s.h.TTL, Holder: "x"}, {TTL: s.h.TTL, Holder: "x", RunID: "a b"}, {Holder: "x", RunID: "r"}} {
+		if _, err := b.Acquire(t.Context(), key, o); !errors.Is(err, backend.ErrInvalidOptions) {
+			t.Errorf("Acquire(%q, %+v) = %v, want ErrInvalidOptions", key, o, err)
 		}
 	}
 }

@@ -37,7 +37,7 @@ type entry struct {
 // Either way, a lock held by an entry of the same RunID, left by an
 // earlier try whose reply was lost, is taken over (see reclaim).
 func (b *Backend) Acquire(ctx context.Context, key string, o backend.AcquireOptions) (backend.Lease, error) {
-	if err := backend.ValidateKey(key); err != nil {
+	if err := backend.ValidateRequest(key, o); err != nil {
 		return nil, err
 	}
 	if o.Wait {

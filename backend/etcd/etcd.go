@@ -42,8 +42,9 @@ import (
 // Backend takes locks in one etcd cluster. It is safe for concurrent use.
 type Backend struct {
 	cli    *clientv3.Client
-	leases pb.LeaseClient // raw, for one keep-alive per call (see keepAlive)
-	kv     pb.KVClient    // raw, for the fail-fast probe
+	leases pb.LeaseClient  // raw, for one keep-alive per call (see keepAlive)
+	ka     keepAliveStream // the open keep-alive stream, reused
+	kv     pb.KVClient     // raw, for the fail-fast probe
 	cfg    Config
 	addr   string // for messages: the endpoints, never a password
 }
@@ -100,7 +101,10 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 }
 
 // Close closes the connections. A held lease is left to expire.
-func (b *Backend) Close() error { return b.cli.Close() }
+func (b *Backend) Close() error {
+	b.ka.close()
+	return b.cli.Close()
+}
 
 // probe sends one serializable read that fails fast when every endpoint
 // refuses connections (the client's own calls would wait for one to come

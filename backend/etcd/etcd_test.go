@@ -35,21 +35,11 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// mustAcquire takes key with o on b, failing the test otherwise.
-func mustAcquire(t testing.TB, b *Backend, key string, o backend.AcquireOptions) backend.Lease {
-	t.Helper()
-	l, err := b.Acquire(t.Context(), key, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
-
 // roundTrip takes key on b, renews and releases it, failing the test on
 // any error.
 func roundTrip(t testing.TB, b *Backend, key string) {
 	t.Helper()
-	l := mustAcquire(t, b, key, opts("a", false))
+	l := backendtest.MustAcquire(t, b, key, opts("a", false))
 	if err := l.Renew(t.Context()); err != nil {
 		t.Fatal(err)
 	}

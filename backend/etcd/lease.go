@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/lockrun/lockrun/backend"
@@ -83,31 +82,4 @@ func (l *lease) Release(ctx context.Context) error {
 		return l.b.lost(l.e.key, "released after the lease expired or was revoked")
 	}
 	return nil
-}
-
-// keepAlive sends exactly one keep-alive for id, waits for its answer and
-// returns the TTL the lease restarted with (the one it was granted). It
-// uses the gRPC lease service on the client's connection rather than
-// Lease.KeepAliveOnce, which retries "unavailable" answers (such as "no
-// leader") in a tight loop until its context ends: the caller's heartbeat
-// decides when to try again. WithRequireLeader makes a member cut off in
-// a minority answer at once instead of holding the request.
-func (b *Backend) keepAlive(ctx context.Context, id clientv3.LeaseID) (time.Duration, error) {
-	ctx, cancel := b.bounded(clientv3.WithRequireLeader(ctx))
-	defer cancel() // also ends the stream
-	stream, err := b.leases.LeaseKeepAlive(ctx)
-	if err != nil {
-		return 0, err
-	}
-	if err := stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(id)}); err != nil {
-		return 0, err
-	}
-	resp, err := stream.Recv()
-	if err != nil {
-		return 0, err
-	}
-	if resp.TTL <= 0 {
-		return 0, errLeaseGone
-	}
-	return time.Duration(resp.TTL) * time.Second, nil
 }

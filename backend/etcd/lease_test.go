@@ -3,9 +3,12 @@ package etcd
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +21,7 @@ import (
 func TestRenewOfADeletedEntryIsLost(t *testing.T) {
 	srv := etcdtest.Start(t)
 	b, key := openTest(t, srv.URL()), backendtest.Key(t)
-	l := mustAcquire(t, b, key, opts("a", false))
+	l := backendtest.MustAcquire(t, b, key, opts("a", false))
 	// Someone cleans up by hand: the lease lives on, the entry does not.
 	if _, err := srv.Client(t).Delete(t.Context(), l.(*lease).e.name); err != nil {
 		t.Fatal(err)
@@ -34,7 +37,7 @@ func TestRenewOfADeletedEntryIsLost(t *testing.T) {
 func TestRenewAgainstAFrozenServerEndsByItsDeadline(t *testing.T) {
 	srv := etcdtest.Start(t)
 	b, key := openTest(t, srv.URL()), backendtest.Key(t)
-	l := mustAcquire(t, b, key, opts("a", false))
+	l := backendtest.MustAcquire(t, b, key, opts("a", false))
 	srv.Freeze()
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
@@ -56,7 +59,7 @@ func TestLeaseSurvivesARestart(t *testing.T) {
 	b, key := openTest(t, srv.URL()), backendtest.Key(t)
 	o := opts("a", false)
 	o.TTL = 3 * time.Second
-	l := mustAcquire(t, b, key, o)
+	l := backendtest.MustAcquire(t, b, key, o)
 	srv.Restart()
 	// The client redials within its short reconnect backoff, well inside
 	// the lease; etcd keeps leases across restarts.
@@ -117,7 +120,7 @@ func TestExcludesEtcdctlLock(t *testing.T) {
 	if err := b.ForceRelease(t.Context(), key); err != nil {
 		t.Fatal(err)
 	}
-	l := mustAcquire(t, b, key, opts("a", true))
+	l := backendtest.MustAcquire(t, b, key, opts("a", true))
 	l.Release(t.Context())
 }
 
@@ -148,11 +151,54 @@ func TestAuth(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	roundTrip(t, openTest(t, "etcd://root:s3cret@"+srv.Addr()), backendtest.Key(t))
+	b := openTest(t, "etcd://root:s3cret@"+srv.Addr())
+	roundTrip(t, b, backendtest.Key(t))
+
+	// The client authenticates every stream it opens: renewals share one
+	// keep-alive stream, so the password is checked once, not per heartbeat.
+	l := backendtest.MustAcquire(t, b, backendtest.Key(t), opts("a", false))
+	before := authentications(t, srv.Addr())
+	if before == 0 {
+		t.Fatal("etcd's metrics count no Authenticate request, though the client logged in")
+	}
+	for range 5 {
+		if err := l.Renew(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := authentications(t, srv.Addr()) - before; n > 1 {
+		t.Errorf("5 renewals authenticated %d times; want at most 1", n)
+	}
 
 	u, _ := url.Parse("etcd://root:wrong-pw@" + srv.Addr())
 	_, err := OpenURL(t.Context(), u)
 	if !errors.Is(err, backend.ErrUnavailable) || !strings.Contains(err.Error(), "authentication failed") || strings.Contains(err.Error(), "wrong-pw") {
 		t.Errorf("OpenURL with a wrong password = %v; want ErrUnavailable saying authentication failed, without the password", err)
 	}
+}
+
+// authentications is how many Authenticate requests etcd has handled, from
+// its metrics.
+func authentications(t *testing.T, addr string) int {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for line := range strings.Lines(string(body)) {
+		if strings.HasPrefix(line, "grpc_server_handled_total{") && strings.Contains(line, `grpc_method="Authenticate"`) {
+			v, err := strconv.ParseFloat(strings.TrimSpace(line[strings.LastIndexByte(line, ' ')+1:]), 64)
+			if err != nil {
+				t.Fatalf("metrics line %q: %v", line, err)
+			}
+			n += int(v)
+		}
+	}
+	return n
 }

@@ -18,7 +18,7 @@ import (
 var errEvicted = errors.New("queue entry gone while waiting")
 
 // queueRetry is the pause before reading the queue again after a failed
-// read, while the waiter keeps its place.
+// read or a broken watch, while the waiter keeps its place.
 const queueRetry = 200 * time.Millisecond
 
 // acquireWaiting queues for key and waits its turn, first come, first
@@ -218,14 +218,16 @@ func (b *Backend) predecessor(ctx context.Context, e *entry) (string, int64, err
 // 100ms, which would delay a release that came just before the watch by
 // up to that long. Once the watch is live, one read tells whether the
 // entry went in between. It also returns, for the caller to read the
-// queue again, when the watch breaks (no leader, a closed client).
+// queue again, when the watch breaks (no leader, a closed client), after
+// a pause: a member without a leader ends every new watch at once.
 func (b *Backend) waitDeleted(ctx context.Context, key, name string, rev int64) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
+watch:
 	for wr := range b.cli.Watch(wctx, name, clientv3.WithFilterPut(), clientv3.WithCreatedNotify()) {
 		switch {
 		case wr.Err() != nil:
-			return nil
+			break watch
 		case wr.Created:
 			if b.exists(ctx, name, rev) {
 				continue
@@ -238,10 +240,12 @@ func (b *Backend) waitDeleted(ctx context.Context, key, name string, rev int64) 
 			}
 		}
 	}
-	if ctx.Err() != nil {
+	select {
+	case <-ctx.Done():
 		return b.failed(ctx, "waiting", key, ctx.Err())
+	case <-time.After(queueRetry):
+		return nil
 	}
-	return nil
 }
 
 // exists tells whether the entry name created at rev is still there; a

@@ -47,7 +47,7 @@ func TestTokenIsTheEntrysCreateRevision(t *testing.T) {
 	b, c, key := openTest(t, srv.URL()), srv.Client(t), backendtest.Key(t)
 	var last backend.Token
 	for i := range 3 {
-		l := mustAcquire(t, b, key, opts("a", i%2 == 0))
+		l := backendtest.MustAcquire(t, b, key, opts("a", i%2 == 0))
 		resp, err := c.Get(t.Context(), DefaultPrefix+key+"/", clientv3.WithPrefix())
 		if err != nil || len(resp.Kvs) != 1 || backend.Token(resp.Kvs[0].CreateRevision) != l.Token() || l.Token() <= last {
 			t.Fatalf("acquisition %d: token %d after %d; etcd holds %v, %v", i, l.Token(), last, resp.Kvs, err)
@@ -68,7 +68,7 @@ func TestTokenIsTheEntrysCreateRevision(t *testing.T) {
 func TestWaitersAreServedInArrivalOrder(t *testing.T) {
 	srv := etcdtest.Start(t)
 	c, key := srv.Client(t), backendtest.Key(t)
-	holder := mustAcquire(t, openTest(t, srv.URL()), key, opts("h", false))
+	holder := backendtest.MustAcquire(t, openTest(t, srv.URL()), key, opts("h", false))
 	order := make(chan string, 3)
 	for i, name := range []string{"first", "second", "third"} {
 		b := openTest(t, srv.URL())
@@ -96,7 +96,7 @@ func TestWaitersAreServedInArrivalOrder(t *testing.T) {
 func TestQueuedWaiterKeepsItsPlaceAndStartsAfresh(t *testing.T) {
 	srv := etcdtest.Start(t)
 	c, key := srv.Client(t), backendtest.Key(t)
-	holder := mustAcquire(t, openTest(t, srv.URL()), key, opts("h", false))
+	holder := backendtest.MustAcquire(t, openTest(t, srv.URL()), key, opts("h", false))
 	got := make(chan backend.Lease, 1)
 	go func() {
 		l, err := openTest(t, srv.URL()).Acquire(t.Context(), key, opts("w", true))
@@ -134,7 +134,7 @@ func TestQueuedWaiterKeepsItsPlaceAndStartsAfresh(t *testing.T) {
 func TestWaiterThatGivesUpLeavesNoEntry(t *testing.T) {
 	srv := etcdtest.Start(t)
 	c, key := srv.Client(t), backendtest.Key(t)
-	holder := mustAcquire(t, openTest(t, srv.URL()), key, opts("h", false))
+	holder := backendtest.MustAcquire(t, openTest(t, srv.URL()), key, opts("h", false))
 	defer holder.Release(context.Background())
 	ctx, cancel := context.WithCancelCause(t.Context())
 	done := make(chan error, 1)

@@ -21,7 +21,7 @@ func TestRetryWithTheSameRunIDTakesOverItsEntry(t *testing.T) {
 	b, c, key := openTest(t, srv.URL()), srv.Client(t), backendtest.Key(t)
 	o := opts("a", false)
 	o.TTL = 2 * time.Second
-	lost := mustAcquire(t, b, key, o)
+	lost := backendtest.MustAcquire(t, b, key, o)
 	time.Sleep(time.Second)
 	begin := time.Now()
 	l, err := b.Acquire(t.Context(), key, o)
@@ -56,7 +56,7 @@ func TestWaitingRetryTakesOverItsEntry(t *testing.T) {
 	srv := etcdtest.Start(t)
 	b, c, key := openTest(t, srv.URL()), srv.Client(t), backendtest.Key(t)
 	o := opts("a", false)
-	lost := mustAcquire(t, b, key, o)
+	lost := backendtest.MustAcquire(t, b, key, o)
 	o.Wait = true
 	begin := time.Now()
 	l, err := b.Acquire(t.Context(), key, o)
@@ -83,7 +83,7 @@ func TestReclaimRefusesAGoneOrShortLease(t *testing.T) {
 		"released":  {release: true, ttl: time.Second},
 		"too short": {ttl: 5 * time.Second},
 	} {
-		l := mustAcquire(t, b, key, opts("a", false))
+		l := backendtest.MustAcquire(t, b, key, opts("a", false))
 		resp, err := c.Get(t.Context(), DefaultPrefix+key+"/", clientv3.WithPrefix())
 		if err != nil || len(resp.Kvs) != 1 {
 			t.Fatalf("%s: queue = %v, %v", name, resp, err)

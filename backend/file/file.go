@@ -42,42 +42,73 @@ func (b *Backend) Close() error { return nil }
 
 func (b *Backend) path(key string) string { return filepath.Join(b.dir, key+".lock") }
 
-// open opens the key's lock file, creating it when missing.
-func (b *Backend) open(key string) (*os.File, error) {
-	if err := backend.ValidateKey(key); err != nil {
-		return nil, err
-	}
-	return openLock(b.path(key), false, true)
-}
-
 // Acquire takes the flock on the key's file, then issues the next token.
 func (b *Backend) Acquire(ctx context.Context, key string, o backend.AcquireOptions) (backend.Lease, error) {
-	f, err := b.open(key)
-	if err != nil {
+	if err := backend.ValidateRequest(key, o); err != nil {
 		return nil, err
 	}
-	start := time.Now()
+	for {
+		f, start, err := b.lock(ctx, key, o.Wait)
+		if err != nil {
+			return nil, err
+		}
+		// A file unlinked or replaced while we opened or waited for it (an
+		// admin's rm, a tmp cleaner) excludes nobody who opens the path
+		// afresh: lock the file the path names now.
+		if ok, err := named(f, f.Name()); !ok {
+			f.Close()
+			if err != nil {
+				return nil, fmt.Errorf("%w: %s: %w", backend.ErrUnavailable, f.Name(), err)
+			}
+			continue
+		}
+		l, err := b.grant(key, f, o, start)
+		if err != nil {
+			f.Close() // drops the flock
+			return nil, err
+		}
+		return l, nil
+	}
+}
+
+// lock opens the key's lock file, creating it when missing, and flocks it,
+// waiting if wait says so. start is the local time just before the flock
+// that succeeded.
+func (b *Backend) lock(ctx context.Context, key string, wait bool) (f *os.File, start time.Time, err error) {
+	f, err = openLock(b.path(key), false, true)
+	if err != nil {
+		return nil, start, err
+	}
+	start = time.Now()
 	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-	if errors.Is(err, syscall.EWOULDBLOCK) && o.Wait {
+	if errors.Is(err, syscall.EWOULDBLOCK) && wait {
 		start, err = flockWait(ctx, f)
 	}
-	if err != nil {
-		defer f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			st, _ := b.status(key, f)
-			return nil, &backend.HeldError{Status: st}
-		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("waiting for %s: %w", f.Name(), err)
-		}
-		return nil, fmt.Errorf("%w: locking %s: %w", backend.ErrUnavailable, f.Name(), err)
+	if err == nil {
+		return f, start, nil
 	}
-	l, err := b.grant(key, f, o, start)
-	if err != nil {
-		f.Close() // drops the flock
-		return nil, err
+	defer f.Close()
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		st, _ := b.status(key, f)
+		return nil, start, &backend.HeldError{Status: st}
 	}
-	return l, nil
+	if ctx.Err() != nil {
+		return nil, start, fmt.Errorf("waiting for %s: %w", f.Name(), err)
+	}
+	return nil, start, fmt.Errorf("%w: locking %s: %w", backend.ErrUnavailable, f.Name(), err)
+}
+
+// named reports whether path still names the open file f.
+func named(f *os.File, path string) (bool, error) {
+	var held, now syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &held); err != nil {
+		return false, err
+	}
+	err := syscall.Stat(path, &now)
+	if errors.Is(err, syscall.ENOENT) {
+		return false, nil
+	}
+	return err == nil && now.Ino == held.Ino && now.Dev == held.Dev, err
 }
 
 // grant writes the new holder and token while the flock is held. The token

@@ -160,6 +160,62 @@ func TestOpenURL(t *testing.T) {
 // nobody owns what an unprivileged local user could plant.
 const nobody = 65534
 
+// A waiter blocked on a lock file that is then deleted, and re-created by
+// a newcomer, must not be granted the deleted file's lock while the
+// newcomer holds the new one: it locks what the path names now.
+func TestWaiterOnADeletedLockFileLocksTheNewOne(t *testing.T) {
+	dir := t.TempDir()
+	b, _ := Open(dir)
+	old := backendtest.MustAcquire(t, b, "k", opts("old"))
+	waited := make(chan backend.Lease, 1)
+	go func() {
+		o := opts("waiter")
+		o.Wait = true
+		l, err := b.Acquire(t.Context(), "k", o)
+		if err != nil {
+			t.Error(err)
+		}
+		waited <- l
+	}()
+	time.Sleep(50 * time.Millisecond) // the waiter blocks on the old file
+	if err := os.Remove(filepath.Join(dir, "k.lock")); err != nil {
+		t.Fatal(err)
+	}
+	newcomer := backendtest.MustAcquire(t, b, "k", opts("newcomer"))
+	old.Release(t.Context())
+	select {
+	case <-waited:
+		t.Fatal("the waiter was granted the deleted file's lock while the newcomer held the lock")
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := newcomer.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if l := <-waited; l == nil || l.Token() <= newcomer.Token() {
+		t.Errorf("waiter's lease %v after the newcomer's token %d", l, newcomer.Token())
+	}
+}
+
+// Inspect reads a lock file without the lock: a FIFO planted in its place
+// in a shared directory must be refused, not hang the reader.
+func TestPlantedFIFOIsRefusedAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(dir, "k.lock"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Open(dir)
+	done := make(chan error, 1)
+	go func() { _, err := b.Inspect(context.Background(), "k"); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, backend.ErrUnavailable) {
+			t.Errorf("Inspect of a FIFO = %v, want ErrUnavailable", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Inspect of a FIFO hangs")
+	}
+}
+
 func TestPlantedLinksAreNeverFollowed(t *testing.T) {
 	dir := t.TempDir()
 	victim := filepath.Join(t.TempDir(), "shadow")

@@ -2,7 +2,6 @@ package file
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -41,16 +40,11 @@ func (l *lease) check() error {
 	if l.f == nil {
 		return fmt.Errorf("%w: %s was released", backend.ErrLost, l.path)
 	}
-	var held, named syscall.Stat_t
-	if err := syscall.Fstat(int(l.f.Fd()), &held); err != nil {
-		return fmt.Errorf("%w: %s: %w", backend.ErrUnavailable, l.path, err)
-	}
-	err := syscall.Stat(l.path, &named)
-	switch {
-	case errors.Is(err, syscall.ENOENT), err == nil && (named.Ino != held.Ino || named.Dev != held.Dev):
-		return fmt.Errorf("%w: %s was deleted or replaced while locked", backend.ErrLost, l.path)
+	switch ok, err := named(l.f, l.path); {
 	case err != nil:
 		return fmt.Errorf("%w: %s: %w", backend.ErrUnavailable, l.path, err)
+	case !ok:
+		return fmt.Errorf("%w: %s was deleted or replaced while locked", backend.ErrLost, l.path)
 	}
 	if readRevoked(l.f) == l.rec.RunID {
 		return fmt.Errorf("%w: %s: run %s was force-released", backend.ErrLost, l.path, l.rec.RunID)

@@ -26,9 +26,14 @@ func openLock(path string, readOnly, create bool) (*os.File, error) {
 		flag = os.O_RDONLY
 	}
 	for {
-		f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW, 0)
+		// O_NONBLOCK: opening a FIFO planted in a shared directory
+		// must not hang; it changes nothing for a plain file.
+		f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 		if err == nil {
-			return f, plainFile(f)
+			if err := plainFile(f); err != nil {
+				return nil, err
+			}
+			return f, nil
 		}
 		if errors.Is(err, syscall.ELOOP) {
 			return nil, fmt.Errorf("%w: %s is a symbolic link: refusing to follow it", backend.ErrUnavailable, path)

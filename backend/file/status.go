@@ -62,14 +62,21 @@ func (b *Backend) ForceRelease(ctx context.Context, key string) error {
 		return err
 	}
 	defer f.Close()
-	st, err := b.status(key, f)
-	if err != nil || !st.Held {
-		return err
+	// Read without the flock, the holder's record can be the previous
+	// run's when a grant is being written meanwhile: revoke until the
+	// record read after the revocation names the run revoked.
+	revoked := ""
+	for range 100 {
+		st, err := b.status(key, f)
+		if err != nil || !st.Held || st.RunID == revoked {
+			return err
+		}
+		if err := writeRevoked(f, st.RunID); err != nil {
+			return fmt.Errorf("%w: revoking %s: %w", backend.ErrUnavailable, f.Name(), err)
+		}
+		revoked = st.RunID
 	}
-	if err := writeRevoked(f, st.RunID); err != nil {
-		return fmt.Errorf("%w: revoking %s: %w", backend.ErrUnavailable, f.Name(), err)
-	}
-	return nil
+	return fmt.Errorf("%w: revoking %s: its holder keeps changing", backend.ErrUnavailable, f.Name())
 }
 
 // flocked reports whether a flock is held on f's file, from /proc/locks,

@@ -32,9 +32,11 @@ func OpenURL(u *url.URL) (*Backend, error) {
 	return Open(filepath.Clean(u.Path))
 }
 
-// DefaultDir is SharedDir when it is safe to share; otherwise a private
-// per-user directory: $XDG_RUNTIME_DIR/lockrun, or lockrun-UID in the
-// temporary directory.
+// DefaultDir is SharedDir when it is safe to share; otherwise the private
+// per-user directory /tmp/lockrun-UID. The private one depends on nothing
+// in the environment (not $XDG_RUNTIME_DIR, which a login shell has and
+// cron has not, nor $TMPDIR), so that the same user's cron job and shell
+// lock the same files.
 func DefaultDir() string {
 	if os.Geteuid() == 0 {
 		if err := os.Mkdir(SharedDir, 0o755); err == nil {
@@ -44,10 +46,7 @@ func DefaultDir() string {
 	if trusted(SharedDir) {
 		return SharedDir
 	}
-	if d := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(d) {
-		return filepath.Join(d, "lockrun")
-	}
-	return filepath.Join(os.TempDir(), fmt.Sprintf("lockrun-%d", os.Geteuid()))
+	return fmt.Sprintf("/tmp/lockrun-%d", os.Geteuid())
 }
 
 // OpenDefault opens the default directory. A private directory must be a

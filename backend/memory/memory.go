@@ -63,7 +63,7 @@ func (b *Backend) notify() {
 
 // Acquire takes key, or waits for a release or the holder's expiry.
 func (b *Backend) Acquire(ctx context.Context, key string, o backend.AcquireOptions) (backend.Lease, error) {
-	if err := backend.ValidateKey(key); err != nil {
+	if err := backend.ValidateRequest(key, o); err != nil {
 		return nil, err
 	}
 	for {

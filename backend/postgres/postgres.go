@@ -77,11 +77,8 @@ func (b *Backend) Init(ctx context.Context) error {
 // Acquire takes the lock in one statement; see sql/acquire.sql. With
 // o.Wait it joins the key's waiting line; see acquireWaiting.
 func (b *Backend) Acquire(ctx context.Context, key string, o backend.AcquireOptions) (backend.Lease, error) {
-	if err := backend.ValidateKey(key); err != nil {
+	if err := backend.ValidateRequest(key, o); err != nil {
 		return nil, err
-	}
-	if o.TTL <= 0 {
-		return nil, fmt.Errorf("lock %q: ttl %v must be positive", key, o.TTL)
 	}
 	if o.Wait {
 		return b.acquireWaiting(ctx, key, o)

@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/lockrun/lockrun/backend"
@@ -36,11 +35,8 @@ type attempt struct {
 // then returns an error wrapping context.Cause(ctx). Network and server
 // errors wrap backend.ErrUnavailable, also while waiting.
 func (b *Backend) Acquire(ctx context.Context, key string, o backend.AcquireOptions) (backend.Lease, error) {
-	if err := backend.ValidateKey(key); err != nil {
+	if err := backend.ValidateRequest(key, o); err != nil {
 		return nil, err
-	}
-	if strings.ContainsAny(o.RunID, " \t\n") {
-		return nil, fmt.Errorf("lock %q: run id %q must not contain blanks", key, o.RunID)
 	}
 	r := request{key: key, names: b.names(key), o: o, ttlMS: millis(o.TTL)}
 	// The first try does not queue: a free lock costs one round trip.

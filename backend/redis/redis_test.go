@@ -41,16 +41,6 @@ func direct(t testing.TB, srv *redistest.Server) *goredis.Client {
 	return c
 }
 
-// mustAcquire takes key with o on b, failing the test otherwise.
-func mustAcquire(t testing.TB, b *Backend, key string, o backend.AcquireOptions) backend.Lease {
-	t.Helper()
-	l, err := b.Acquire(t.Context(), key, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
-
 func opts(holder string, ttl time.Duration) backend.AcquireOptions {
 	return backend.AcquireOptions{TTL: ttl, Holder: holder, RunID: "run-" + holder}
 }
@@ -98,7 +88,7 @@ func TestTokensGrowAcrossDataLoss(t *testing.T) {
 func TestForeignValueIsNeverRenewedOrDeleted(t *testing.T) {
 	srv := redistest.Start(t)
 	b, c := open(t, srv.URL()), direct(t, srv)
-	l := mustAcquire(t, b, "k", opts("h", time.Minute))
+	l := backendtest.MustAcquire(t, b, "k", opts("h", time.Minute))
 	lock := b.names("k").lock
 	const foreign = "99 other-run someone-else"
 	if err := c.Set(t.Context(), lock, foreign, 5*time.Second).Err(); err != nil {
@@ -128,7 +118,7 @@ func TestRetriedAcquireGetsItsOwnGrant(t *testing.T) {
 	srv := redistest.Start(t)
 	b := open(t, srv.URL())
 	o := opts("h", time.Minute)
-	first := mustAcquire(t, b, "k", o)
+	first := backendtest.MustAcquire(t, b, "k", o)
 	again, err := b.Acquire(t.Context(), "k", o)
 	if err != nil || again.Token() != first.Token() {
 		t.Fatalf("retried Acquire = %v, %v; want the same grant, token %d", again, err, first.Token())

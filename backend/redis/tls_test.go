@@ -24,7 +24,7 @@ func TestTLS(t *testing.T) {
 	client := "cert_file=" + certs.Cert + "&key_file=" + certs.Key
 
 	b := open(t, base+"?ca_file="+certs.CA+"&"+client)
-	l := mustAcquire(t, b, "k", opts("h", time.Minute))
+	l := backendtest.MustAcquire(t, b, "k", opts("h", time.Minute))
 	l.Release(t.Context())
 	for name, raw := range map[string]string{
 		"a server the system's roots do not vouch for": base + "?" + client,

@@ -19,7 +19,7 @@ import (
 
 // Defaults for the URL's query parameters. The dial timeout is short so
 // that a server that is down or unreachable fails a run within about a
-// second (the runner tries three times, then exits 69); the read timeout
+// second (OpenURL's probe tries three times, then lockrun exits 69); the read timeout
 // bounds calls made without a deadline of their own.
 const (
 	DefaultDialTimeout = time.Second
@@ -61,7 +61,7 @@ func parseURL(u *url.URL) (*goredis.Options, string, error) {
 		return nil, "", fmt.Errorf("scheme %q is not redis or rediss", u.Scheme)
 	}
 	if u.Opaque != "" {
-		return nil, "", fmt.Errorf("use redis://host:port/db, not %s:%s", u.Scheme, u.Opaque)
+		return nil, "", fmt.Errorf("use %s://host:port/db, not %s:...", u.Scheme, u.Scheme) // the rest may hold a password
 	}
 	q := u.Query()
 	if err := urlopt.Known(q, "prefix", "dial_timeout", "read_timeout", "ca_file", "cert_file", "key_file"); err != nil {

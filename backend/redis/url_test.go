@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/backend/backendtest"
 	"github.com/lockrun/lockrun/backend/redis/redistest"
 )
 
@@ -60,7 +61,7 @@ func TestParseURL(t *testing.T) {
 func TestACLUser(t *testing.T) {
 	srv := redistest.Start(t, "--user", "alice", "on", ">s3cret", "~*", "&*", "+@all", "--user", "default", "off")
 	b := open(t, "redis://alice:s3cret@"+srv.Addr()+"/0")
-	l := mustAcquire(t, b, "k", opts("h", time.Minute))
+	l := backendtest.MustAcquire(t, b, "k", opts("h", time.Minute))
 	l.Release(t.Context())
 	for _, raw := range []string{"redis://alice:wrong-pw@" + srv.Addr(), "redis://" + srv.Addr()} {
 		if _, err := tryOpen(raw); !errors.Is(err, backend.ErrUnavailable) || strings.Contains(err.Error(), "wrong-pw") {

@@ -65,7 +65,7 @@ func TestReleaseWakesOnlyTheNextWaiterInArrivalOrder(t *testing.T) {
 	const n = 5
 	srv := redistest.Start(t)
 	b, c := open(t, srv.URL()), direct(t, srv)
-	holder := mustAcquire(t, b, "k", opts("holder", time.Minute))
+	holder := backendtest.MustAcquire(t, b, "k", opts("holder", time.Minute))
 	warm, _ := b.Acquire(t.Context(), "warm", opts("holder", time.Minute))
 	warm.Release(t.Context()) // the server learns the release script: no NOSCRIPT below
 	var waiters []<-chan backend.Lease
@@ -100,7 +100,7 @@ func TestReleaseWakesOnlyTheNextWaiterInArrivalOrder(t *testing.T) {
 func TestAbandonedWaiterIsSkipped(t *testing.T) {
 	srv := redistest.Start(t)
 	b, c := open(t, srv.URL()), direct(t, srv)
-	holder := mustAcquire(t, b, "k", opts("holder", time.Minute))
+	holder := backendtest.MustAcquire(t, b, "k", opts("holder", time.Minute))
 	quitter, quit := context.WithCancel(t.Context())
 	gaveUp := queued(t, open(t, srv.URL()), c, quitter, "k", "quitter")
 	next := queued(t, open(t, srv.URL()), c, t.Context(), "k", "next")
@@ -129,7 +129,7 @@ func TestAbandonedWaiterIsSkipped(t *testing.T) {
 func TestFrozenServerFailsCallsByTheirDeadline(t *testing.T) {
 	srv := redistest.Start(t)
 	b := open(t, srv.URL())
-	l := mustAcquire(t, b, "k", opts("h", time.Minute))
+	l := backendtest.MustAcquire(t, b, "k", opts("h", time.Minute))
 	srv.Freeze()
 	defer srv.Thaw()
 	for name, call := range map[string]func(context.Context) error{

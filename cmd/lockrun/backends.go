@@ -42,7 +42,8 @@ func openBackend(ctx context.Context, raw string) (backend.Backend, error) {
 		b, err := postgres.OpenURL(u)
 		return b, wrapURL(raw, err)
 	case "":
-		return nil, usagef("--backend %s: missing scheme: use file:///dir", backend.Redact(raw))
+		// Not shown: a typo of a URL may still hold its password.
+		return nil, usagef("--backend: not a URL (no scheme): use file:///dir, redis://host, etcd://host or postgres://host/db")
 	}
 	return nil, usagef("--backend %s: unknown scheme %q: use file, redis, rediss, etcd, etcds, postgres or postgresql", backend.Redact(raw), u.Scheme)
 }

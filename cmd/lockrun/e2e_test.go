@@ -142,6 +142,8 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 	}{
 		{nil, []string{"run", "--backend", "redis://user:hunter2@[::1", "k", "--", "true"}, "--backend"},
 		{nil, []string{"run", "--backend", "nosuch://x", "k", "--", "true"}, "unknown scheme"},
+		{nil, []string{"run", "--backend", "redis//:hunter2@host", "k", "--", "true"}, "no scheme"},
+		{nil, []string{"run", "--backend", "redis:hunter2@host", "k", "--", "true"}, "--backend"},
 		{nil, []string{"run", "--backend", "file:relative/dir", "k", "--", "true"}, "absolute"},
 		{nil, []string{"run", "--no-such-flag", "k", "--", "true"}, "no-such-flag"},
 		{nil, []string{"run", "k"}, "missing COMMAND"},

@@ -59,7 +59,7 @@ func (h *lineHandler) Handle(_ context.Context, r slog.Record) error {
 			v = slog.StringValue(v.Duration().Round(time.Millisecond).String())
 		}
 		s := v.String()
-		if strings.ContainsAny(s, " \t\"=") {
+		if strings.ContainsAny(s, " \t\r\n\"=") || s == "" {
 			s = fmt.Sprintf("%q", s)
 		}
 		fmt.Fprintf(&b, " %s=%s", a.Key, s)
