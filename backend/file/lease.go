@@ -77,13 +77,3 @@ func (l *lease) Release(ctx context.Context) error {
 	}
 	return err
 }
-
-// abandon closes the file as a crash would, without any bookkeeping.
-func (l *lease) abandon() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.f != nil {
-		_ = l.f.Close()
-		l.f = nil
-	}
-}
