@@ -78,9 +78,7 @@ func (p *process) reap(sp spec, attr *os.ProcAttr, started chan<- error) {
 		if p.cg != nil {
 			argv = append(argv[:len(argv):len(argv)], p.cg.dir)
 		}
-		if p.wd, p.wdErr = startWatchdog(argv, sp.files[3:]); p.wd != nil {
-			p.wd.arm(sp.killAt)
-		}
+		p.wd, p.wdErr = startWatchdog(argv, sp.files[3:], sp.killAt)
 	}
 	proc, err := p.start(sp, attr)
 	if err != nil {

@@ -44,12 +44,20 @@ type watchdogLink struct {
 // it, and without a parent-death signal: it must outlive lockrun. It holds
 // the lock's files too (see filesLease), so that a lock kept by open files
 // is freed only after the watchdog has killed everything, and exited.
-func startWatchdog(argv []string, lockFiles []*os.File) (*watchdogLink, error) {
+//
+// The first deadline, killAt, is in the pipe before the watchdog starts:
+// a lockrun frozen right after it starts the command, before the writer
+// goroutine ran, must still leave an armed watchdog behind.
+func startWatchdog(argv []string, lockFiles []*os.File, killAt time.Time) (*watchdogLink, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
+	if _, err := w.Write(message('d', monotonicNS(killAt))); err != nil { // an empty pipe takes it at once
+		w.Close()
+		return nil, err
+	}
 	null, err := os.Open(os.DevNull)
 	if err != nil {
 		w.Close()
@@ -71,10 +79,15 @@ func startWatchdog(argv []string, lockFiles []*os.File) (*watchdogLink, error) {
 	return l, nil
 }
 
-func (l *watchdogLink) send(tag byte, v int64) {
+func message(tag byte, v int64) []byte {
 	msg := make([]byte, msgLen)
 	msg[0] = tag
 	binary.BigEndian.PutUint64(msg[1:], uint64(v))
+	return msg
+}
+
+func (l *watchdogLink) send(tag byte, v int64) {
+	msg := message(tag, v)
 	l.mu.Lock()
 	if l.stopped {
 		l.mu.Unlock()
