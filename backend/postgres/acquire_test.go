@@ -43,7 +43,9 @@ func TestRetriedAcquireRestartsTheLease(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err := l2.Release(t.Context()); err != nil {
+	// The lease may have expired by now: the loop ran to its local
+	// deadline, and a last try that was slow ran past the server's.
+	if err := l2.Release(t.Context()); err != nil && !errors.Is(err, backend.ErrLost) {
 		t.Errorf("Release of the retried lease: %v", err)
 	}
 }
