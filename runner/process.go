@@ -27,27 +27,62 @@ type process struct {
 	status   syscall.WaitStatus
 	leftover bool          // valid once exited: other descendants remained
 	gone     chan struct{} // closed once no descendant but the watchdog remains
+	reaped   chan struct{} // closed once no child remains, the watchdog included
 	term     *terminal     // set when the command owns the terminal
 }
 
 // spec says what to start.
 type spec struct {
-	path     string
-	argv     []string // argv[0] is the name as given
-	env      []string
-	files    []*os.File // stdin, stdout, stderr, then files to inherit
-	watchdog []string   // argv of the watchdog; none when empty
-	killAt   time.Time  // the watchdog's first deadline
+	path   string
+	argv   []string // argv[0] is the name as given
+	env    []string
+	files  []*os.File // stdin, stdout, stderr, then the lock's files to inherit
+	killAt time.Time  // the watchdog's first deadline
 }
 
-// startProcess starts the command in its own process group, after its
-// watchdog. The reaper it starts collects every child of this process, so
-// a process that calls it must start no other children meanwhile.
-func startProcess(sp spec) (*process, error) {
+// prepare readies what guards a command, before the lock is asked for so
+// that none of it delays the command's start once the lock is granted:
+// lockrun becomes a child subreaper, makes the command's cgroup and starts
+// the watchdog (argv, none when empty). The reaper that start starts will
+// collect every child of this process, so a process that calls prepare
+// must start no other children until the command has ended.
+func prepare(watchdog []string) (*process, error) {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return nil, fmt.Errorf("becoming a child subreaper: %w", err)
 	}
-	p := &process{exited: make(chan struct{}), gone: make(chan struct{}), term: foreground(sp.files[0])}
+	p := &process{exited: make(chan struct{}), gone: make(chan struct{}), reaped: make(chan struct{})}
+	p.cg, _ = newCgroup()
+	if len(watchdog) > 0 {
+		argv := watchdog
+		if p.cg != nil {
+			argv = append(argv[:len(argv):len(argv)], p.cg.dir)
+		}
+		p.wd, p.wdErr = startWatchdog(argv)
+	}
+	return p, nil
+}
+
+// abandon undoes prepare when no command is to start.
+func (p *process) abandon() {
+	if p.wd != nil {
+		p.wd.stop()
+		_, _ = syscall.Wait4(p.wd.pid, nil, 0, nil)
+	}
+	p.dropCgroup()
+	close(p.gone)
+	close(p.reaped)
+}
+
+// start arms the watchdog and starts the command in its own process group
+// and cgroup. On failure it abandons what prepare readied.
+func (p *process) start(sp spec) error {
+	if p.wd != nil {
+		if err := p.wd.guard(sp.killAt, sp.files[3:]); err != nil {
+			p.wd.stop() // reaped with the others, and never taken for one
+			p.wdErr = err
+		}
+	}
+	p.term = foreground(sp.files[0])
 	sys := &syscall.SysProcAttr{
 		Setpgid:   true,
 		Pdeathsig: syscall.SIGKILL, // the command must not outlive a SIGKILLed lockrun
@@ -59,35 +94,18 @@ func startProcess(sp spec) (*process, error) {
 	}
 	started := make(chan error, 1)
 	go p.reap(sp, &os.ProcAttr{Env: sp.env, Files: sp.files, Sys: sys}, started)
-	if err := <-started; err != nil {
-		return nil, err
-	}
-	return p, nil
+	return <-started
 }
 
-// reap starts the watchdog and the command, then reaps children until none
-// remains. Linux sends the parent-death signal when the thread that forked
-// the child exits, not the process, so this goroutine holds its thread
-// until then.
+// reap starts the command, then reaps children until none remains. Linux
+// sends the parent-death signal when the thread that forked the child
+// exits, not the process, so this goroutine holds its thread until then.
 func (p *process) reap(sp spec, attr *os.ProcAttr, started chan<- error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	p.cg, _ = newCgroup()
-	if len(sp.watchdog) > 0 {
-		argv := sp.watchdog
-		if p.cg != nil {
-			argv = append(argv[:len(argv):len(argv)], p.cg.dir)
-		}
-		p.wd, p.wdErr = startWatchdog(argv, sp.files[3:], sp.killAt)
-	}
-	proc, err := p.start(sp, attr)
+	proc, err := p.spawn(sp, attr)
 	if err != nil {
-		if p.wd != nil {
-			p.wd.stop()
-			_, _ = syscall.Wait4(p.wd.pid, nil, 0, nil)
-		}
-		p.dropCgroup()
-		close(p.gone)
+		p.abandon()
 		started <- err
 		return
 	}
@@ -100,9 +118,9 @@ func (p *process) reap(sp spec, attr *os.ProcAttr, started chan<- error) {
 	p.reapAll()
 }
 
-// start starts the command in its cgroup, or without one if the kernel
+// spawn starts the command in its cgroup, or without one if the kernel
 // refuses (no clone3, or a cgroup that may not hold processes).
-func (p *process) start(sp spec, attr *os.ProcAttr) (*os.Process, error) {
+func (p *process) spawn(sp spec, attr *os.ProcAttr) (*os.Process, error) {
 	if p.cg != nil {
 		sys := *attr.Sys
 		sys.UseCgroupFD, sys.CgroupFD = true, p.cg.fd
@@ -140,6 +158,7 @@ func (p *process) killCgroupMembers() {
 // descendant is left, it closes gone and stops the watchdog, which guards
 // the command's leftovers until then; it returns when no child remains.
 func (p *process) reapAll() {
+	defer close(p.reaped)
 	commandDone, goneClosed := false, false
 	for {
 		var ws syscall.WaitStatus
@@ -163,21 +182,27 @@ func (p *process) reapAll() {
 		if p.wd != nil && pid == p.wd.pid {
 			p.wd.reaped()
 		}
+		others := false
+		if pid == p.pid || (commandDone && !goneClosed) {
+			others = p.othersAlive()
+		}
 		if pid == p.pid {
 			commandDone = true
-			p.status, p.leftover = ws, p.othersAlive()
+			p.status, p.leftover = ws, others
 			if p.term != nil {
 				p.term.reclaim(p.pid)
 			}
 			close(p.exited)
 		}
-		if commandDone && !goneClosed && !p.othersAlive() {
+		if commandDone && !goneClosed && !others {
+			// Nothing is left to guard: the lock may go at once, and the
+			// watchdog and the cgroup after it.
+			close(p.gone)
+			goneClosed = true
 			if p.wd != nil {
 				p.wd.stop()
 			}
 			p.dropCgroup()
-			close(p.gone)
-			goneClosed = true
 		}
 	}
 }

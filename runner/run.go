@@ -48,15 +48,21 @@ func Run(ctx context.Context, job Job) error {
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 
+	proc, err := prepare(job.Watchdog)
+	if err != nil {
+		return startError(job.Args[0], err)
+	}
 	lease, err := acquire(ctx, job, sigs)
 	if err != nil {
+		proc.abandon()
 		return err
 	}
 	log := job.Log.With("token", lease.Token().String())
 	log.Debug("lock acquired", "ttl", lease.TTL(), "took", time.Since(lease.Start()).Round(time.Microsecond))
 
-	status, lost, cause, err := runCommand(ctx, job, lease, sigs, log)
+	status, lost, cause, err := runCommand(ctx, job, proc, lease, sigs, log)
 	release(job, lease, lost, log)
+	<-proc.reaped // the watchdog and the cgroup go after the lock, off the hand-off path
 	switch {
 	case err != nil:
 		return err
@@ -68,11 +74,13 @@ func Run(ctx context.Context, job Job) error {
 	return nil
 }
 
-// runCommand starts the command, keeps the lease alive while it runs, and
-// supervises it to its end. It never starts a command without a live lease.
-func runCommand(ctx context.Context, job Job, lease backend.Lease, sigs <-chan os.Signal, log *slog.Logger) (status int, lost bool, cause, err error) {
+// runCommand starts the command in proc, keeps the lease alive while it
+// runs, and supervises it to its end. It never starts a command without a
+// live lease.
+func runCommand(ctx context.Context, job Job, proc *process, lease backend.Lease, sigs <-chan os.Signal, log *slog.Logger) (status int, lost bool, cause, err error) {
 	p := job.Policy
 	if !time.Now().Before(p.TermAt(lease.Start())) {
+		proc.abandon()
 		return 0, false, nil, &ExitError{Code: ExitUnavailable, Err: fmt.Errorf(
 			"lock %q was granted too late to run the command under a %v lease: %w", job.Key, p.TTL, backend.ErrUnavailable)}
 	}
@@ -87,9 +95,9 @@ func runCommand(ctx context.Context, job Job, lease backend.Lease, sigs <-chan o
 	// The watchdog kills halfway between lockrun's own SIGKILL and the
 	// local deadline: a backstop that never pre-empts lockrun.
 	backstop := p.Margin / 2
-	proc, err := startProcess(spec{
+	err = proc.start(spec{
 		path: job.Path, argv: job.Args, env: env, files: append(job.Stdio[:], lockFiles(lease)...),
-		watchdog: job.Watchdog, killAt: p.KillAt(lease.Start()).Add(backstop),
+		killAt: p.KillAt(lease.Start()).Add(backstop),
 	})
 	if err != nil {
 		return 0, false, nil, startError(job.Args[0], err)

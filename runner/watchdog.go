@@ -16,64 +16,59 @@ import (
 
 // The watchdog is a second process that holds the kill deadline, so that the
 // command dies by the deadline even when lockrun itself cannot act: frozen
-// (SIGSTOP, a stalled cgroup) or SIGKILLed. lockrun sends it messages over
-// a pipe; the watchdog SIGKILLs the command's process group and lockrun's
-// other descendants when the deadline passes without a newer one, or at once
-// when the pipe closes because lockrun died. lockrun kills the watchdog once
-// the command and everything it left behind are gone.
+// (SIGSTOP, a stalled cgroup) or SIGKILLed. lockrun starts it before it asks
+// for the lock, so that its start costs the hand-off nothing, and talks to
+// it over a socket; the watchdog SIGKILLs the command's process group and
+// lockrun's other descendants when the deadline passes without a newer one,
+// or at once when the socket closes because lockrun died. lockrun kills the
+// watchdog once the command and everything it left behind are gone.
 //
-// A message is one tag byte and a big-endian int64: 'g' the command's
-// process group, 'd' the kill deadline in CLOCK_MONOTONIC nanoseconds.
+// A message is one packet: a tag byte and a big-endian int64. 'g' is the
+// command's process group; 'd' the kill deadline in CLOCK_MONOTONIC
+// nanoseconds, which may carry the lock's open files (SCM_RIGHTS) for the
+// watchdog to hold. A watchdog that was never sent a deadline guards no
+// command: when lockrun goes, it goes quietly.
 const msgLen = 9
 
-// watchdogLink is lockrun's end of the pipe. Deadlines are coalesced by a
+// watchdogLink is lockrun's end of the socket. Deadlines are coalesced by a
 // writer goroutine, so the heartbeat never blocks on a watchdog that does
 // not read, and the newest deadline is always the next one sent.
 type watchdogLink struct {
 	pid int
-	w   *os.File
+	fd  int // a blocking SOCK_SEQPACKET socket, closed by the writer
 
 	mu      sync.Mutex
-	pending []byte
+	pending [][]byte
 	stopped bool
 	wake    chan struct{}
 }
 
 // startWatchdog starts argv (argv[0] is the path) as the watchdog, in its
 // own process group so that signals meant for lockrun's group do not reach
-// it, and without a parent-death signal: it must outlive lockrun. It holds
-// the lock's files too (see filesLease), so that a lock kept by open files
-// is freed only after the watchdog has killed everything, and exited.
-//
-// The first deadline, killAt, is in the pipe before the watchdog starts:
-// a lockrun frozen right after it starts the command, before the writer
-// goroutine ran, must still leave an armed watchdog behind.
-func startWatchdog(argv []string, lockFiles []*os.File, killAt time.Time) (*watchdogLink, error) {
-	r, w, err := os.Pipe()
+// it, and without a parent-death signal: it must outlive lockrun.
+func startWatchdog(argv []string) (*watchdogLink, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("starting the watchdog: %w", err)
 	}
-	defer r.Close()
-	if _, err := w.Write(message('d', monotonicNS(killAt))); err != nil { // an empty pipe takes it at once
-		w.Close()
-		return nil, err
-	}
+	theirs := os.NewFile(uintptr(fds[1]), "watchdog")
+	defer theirs.Close()
 	null, err := os.Open(os.DevNull)
 	if err != nil {
-		w.Close()
+		_ = unix.Close(fds[0])
 		return nil, err
 	}
 	defer null.Close()
 	proc, err := os.StartProcess(argv[0], argv, &os.ProcAttr{
 		Env:   []string{},
-		Files: append([]*os.File{r, null, os.Stderr}, lockFiles...),
+		Files: []*os.File{theirs, null, os.Stderr},
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	})
 	if err != nil {
-		w.Close()
+		_ = unix.Close(fds[0])
 		return nil, fmt.Errorf("starting the watchdog: %w", err)
 	}
-	l := &watchdogLink{pid: proc.Pid, w: w, wake: make(chan struct{}, 1)}
+	l := &watchdogLink{pid: proc.Pid, fd: fds[0], wake: make(chan struct{}, 1)}
 	_ = proc.Release() // reaped by the process reaper
 	go l.writer()
 	return l, nil
@@ -86,33 +81,59 @@ func message(tag byte, v int64) []byte {
 	return msg
 }
 
-func (l *watchdogLink) send(tag byte, v int64) {
-	msg := message(tag, v)
+// guard gives the watchdog its first deadline and the lock's files to hold
+// (see filesLease), so that a lock kept by open files is freed only after
+// the watchdog has killed everything, and exited. It writes at once rather
+// than through the writer goroutine: the command starts next, and a lockrun
+// frozen right after must leave an armed watchdog behind.
+func (l *watchdogLink) guard(at time.Time, files []*os.File) error {
+	var rights []byte
+	if len(files) > 0 {
+		fds := make([]int, len(files))
+		for i, f := range files {
+			fds[i] = int(f.Fd())
+		}
+		rights = unix.UnixRights(fds...)
+	}
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.stopped {
-		l.mu.Unlock()
+		return errors.New("the watchdog has exited")
+	}
+	// Nothing was sent before, so the socket's buffer takes this at once.
+	if err := unix.Sendmsg(l.fd, message('d', monotonicNS(at)), rights, nil, 0); err != nil {
+		return fmt.Errorf("arming the watchdog: %w", err)
+	}
+	return nil
+}
+
+func (l *watchdogLink) send(tag byte, v int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopped {
 		return
 	}
-	if tag == 'd' && len(l.pending) >= msgLen && l.pending[len(l.pending)-msgLen] == 'd' {
-		l.pending = l.pending[:len(l.pending)-msgLen] // a newer deadline replaces an unsent one
+	if n := len(l.pending); tag == 'd' && n > 0 && l.pending[n-1][0] == 'd' {
+		l.pending = l.pending[:n-1] // a newer deadline replaces an unsent one
 	}
-	l.pending = append(l.pending, msg...)
-	select { // under mu: stop closes wake
+	l.pending = append(l.pending, message(tag, v))
+	select { // under mu: end closes wake
 	case l.wake <- struct{}{}:
 	default:
 	}
-	l.mu.Unlock()
 }
 
 func (l *watchdogLink) writer() {
-	defer l.w.Close()
+	defer unix.Close(l.fd)
 	for range l.wake {
 		l.mu.Lock()
-		buf := l.pending
+		msgs := l.pending
 		l.pending = nil
 		l.mu.Unlock()
-		if _, err := l.w.Write(buf); err != nil {
-			return
+		for _, msg := range msgs {
+			if _, err := unix.Write(l.fd, msg); err != nil {
+				return
+			}
 		}
 	}
 }
@@ -120,11 +141,15 @@ func (l *watchdogLink) writer() {
 // group tells the watchdog which process group to kill.
 func (l *watchdogLink) group(pgid int) { l.send('g', int64(pgid)) }
 
-// arm sets the kill deadline.
+// arm moves the kill deadline.
 func (l *watchdogLink) arm(at time.Time) { l.send('d', monotonicNS(at)) }
 
 // stop kills the watchdog: the command has exited, nothing is left to guard.
 func (l *watchdogLink) stop() { l.end(true) }
+
+// dismiss lets a watchdog that guards no command go: it exits quietly when
+// its socket closes.
+func (l *watchdogLink) dismiss() { l.end(false) }
 
 // reaped notes that the watchdog exited on its own: its pid may be reused,
 // so it must never be signalled again.
@@ -140,7 +165,7 @@ func (l *watchdogLink) end(kill bool) {
 	if kill {
 		_ = syscall.Kill(l.pid, syscall.SIGKILL)
 	}
-	close(l.wake) // the writer closes the pipe
+	close(l.wake) // the writer closes the socket
 }
 
 // monotonicNS maps a time to CLOCK_MONOTONIC, the clock both processes share.
@@ -164,8 +189,8 @@ func Watch(in *os.File, lockrun int, cgroupDir string) error {
 	}
 	var pgid int
 	var deadline int64 // CLOCK_MONOTONIC ns; 0 until armed
-	var pending []byte
-	buf := make([]byte, 4096)
+	var held []int     // the lock's files: open until this process exits
+	buf, oob := make([]byte, 64), make([]byte, unix.CmsgSpace(64*4))
 	for {
 		timeout := time.Duration(-1)
 		if deadline != 0 {
@@ -173,32 +198,50 @@ func Watch(in *os.File, lockrun int, cgroupDir string) error {
 				return killTree(pgid, lockrun, cgroupDir, "lockrun did not renew the lease in time")
 			}
 		}
-		if err := waitReadable(fd, timeout); err != nil {
-			_ = killTree(pgid, lockrun, cgroupDir, "reading from lockrun failed")
-			return err
+		err := waitReadable(fd, timeout)
+		var n, oobn int
+		if err == nil {
+			n, oobn, _, _, err = unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
 		}
-		n, err := syscall.Read(fd, buf)
 		switch {
-		case n == 0 && err == nil:
-			return killTree(pgid, lockrun, cgroupDir, "lockrun died")
 		case errors.Is(err, syscall.EAGAIN), errors.Is(err, syscall.EINTR):
 			continue
+		case err != nil && deadline == 0:
+			return err // no command to guard yet
 		case err != nil:
 			_ = killTree(pgid, lockrun, cgroupDir, "reading from lockrun failed")
 			return err
+		case n == 0 && deadline == 0:
+			return nil // lockrun went before it started a command
+		case n == 0:
+			return killTree(pgid, lockrun, cgroupDir, "lockrun died")
 		}
-		pending = append(pending, buf[:n]...)
-		for len(pending) >= msgLen {
-			v := int64(binary.BigEndian.Uint64(pending[1:msgLen]))
-			switch pending[0] {
+		held = append(held, rights(oob[:oobn])...)
+		for msg := buf[:n]; len(msg) >= msgLen; msg = msg[msgLen:] {
+			v := int64(binary.BigEndian.Uint64(msg[1:msgLen]))
+			switch msg[0] {
 			case 'g':
 				pgid = int(v)
 			case 'd':
 				deadline = v
 			}
-			pending = pending[msgLen:]
 		}
 	}
+}
+
+// rights are the file descriptors an SCM_RIGHTS message brought.
+func rights(oob []byte) []int {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var fds []int
+	for _, m := range msgs {
+		if got, err := unix.ParseUnixRights(&m); err == nil {
+			fds = append(fds, got...)
+		}
+	}
+	return fds
 }
 
 // waitReadable blocks until fd is readable or timeout passes (forever when

@@ -3,6 +3,7 @@ package runner
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
@@ -26,30 +27,88 @@ func TestMain(m *testing.M) {
 }
 
 // A lockrun frozen right after it started the command may never run the
-// goroutine that writes to the watchdog: the first deadline must reach the
-// watchdog all the same (CI once saw TestFrozenLockrunsCommandDiesByTheDeadline fail so).
-func TestWatchdogKillsByTheFirstDeadlineWithoutAWrite(t *testing.T) {
+// goroutine that writes to the watchdog: the first deadline, which guard
+// sends, must reach the watchdog all the same (CI once saw
+// TestFrozenLockrunsCommandDiesByTheDeadline fail so).
+func TestWatchdogKillsByTheFirstDeadlineAlone(t *testing.T) {
+	died, wd := guardedBy(t)
+	if err := wd.guard(time.Now().Add(200*time.Millisecond), nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-died: // sh's wait ends when its sleep is SIGKILLed
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watchdog never used the deadline guard sent")
+	}
+}
+
+// guardedBy starts a watchdog (see TestMain) for a new shell's
+// descendants: died is closed when the shell ends, which it does once its
+// child is killed.
+func guardedBy(t *testing.T) (died <-chan struct{}, wd *watchdogLink) {
+	t.Helper()
 	guarded := exec.Command("/bin/sh", "-c", "sleep 30 & wait")
 	if err := guarded.Start(); err != nil {
 		t.Fatal(err)
 	}
-	died := make(chan struct{})
-	go func() { guarded.Wait(); close(died) }()
-	t.Cleanup(func() { guarded.Process.Kill(); <-died })
-
+	ended := make(chan struct{})
+	go func() { guarded.Wait(); close(ended) }()
+	t.Cleanup(func() { guarded.Process.Kill(); <-ended })
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	argv := []string{self, "watchdog-of", strconv.Itoa(guarded.Process.Pid)}
-	wd, err := startWatchdog(argv, nil, time.Now().Add(200*time.Millisecond))
+	wd, err = startWatchdog([]string{self, "watchdog-of", strconv.Itoa(guarded.Process.Pid)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { wd.stop(); syscall.Wait4(wd.pid, nil, 0, nil) })
+	return ended, wd
+}
+
+// A watchdog started for a lock that never came guards nothing: dismissed,
+// it exits at once and kills no one.
+func TestUnarmedWatchdogLeavesQuietly(t *testing.T) {
+	died, wd := guardedBy(t)
+	wd.dismiss()
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(wd.pid, &ws, 0, nil); err != nil || ws.ExitStatus() != 0 {
+		t.Fatalf("dismissed watchdog: %v, status %v; want exit 0", err, ws)
+	}
 	select {
-	case <-died: // sh's wait ends when its sleep is SIGKILLed, or sh itself is
-	case <-time.After(10 * time.Second):
-		t.Fatal("the watchdog never used the deadline it was started with")
+	case <-died:
+		t.Fatal("a watchdog that was never armed killed the command")
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// The watchdog holds the lock's files it was sent: a flock stays held
+// after lockrun closes its own descriptor, until the watchdog exits.
+func TestWatchdogHoldsTheLocksFiles(t *testing.T) {
+	_, wd := guardedBy(t)
+	path := filepath.Join(t.TempDir(), "lock")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if err := wd.guard(time.Now().Add(time.Minute), []*os.File{f}); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	other, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := syscall.Flock(int(other.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
+		t.Fatal("the flock was freed while the watchdog should hold it")
+	}
+	wd.dismiss() // armed: it kills the guarded shell's child, then exits
+	syscall.Wait4(wd.pid, nil, 0, nil)
+	if err := syscall.Flock(int(other.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatalf("the flock outlived the watchdog: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package main_test
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lockrun/lockrun/cmd/lockrun/lockruntest"
+	"github.com/lockrun/lockrun/runner/procfs"
 )
 
 // These tests run the real binary as a user would.
@@ -117,6 +119,38 @@ func TestSIGKILLOfLockrunLeavesNoCommand(t *testing.T) {
 	// the lock is free.
 	if r := run(t, e, "run", "--timeout", "2s", "k", "--", "true"); r.Code != 0 {
 		t.Errorf("lock not free after its holder was SIGKILLed: exit %d, %s", r.Code, r.Stderr)
+	}
+}
+
+// A waiter killed in its wait leaves nothing behind: its watchdog, started
+// before the lock comes so that the hand-off does not wait for it, guards
+// no command yet and leaves quietly.
+func TestSIGKILLOfAWaiterLeavesNoWatchdog(t *testing.T) {
+	e, dir := env(t), t.TempDir()
+	ready := filepath.Join(dir, "ready")
+	start(t, e, "run", "k", "--", "sh", "-c", "echo > "+ready+"; sleep 30")
+	waitFile(t, ready)
+	stderr, err := os.Create(filepath.Join(dir, "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter := exec.Command(lockruntest.Binary(t), "run", "--wait", "k", "--", "true")
+	waiter.Env, waiter.Stderr = e, stderr
+	if err := waiter.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var watchdog []int
+	for begin := time.Now(); len(watchdog) == 0; time.Sleep(time.Millisecond) {
+		if time.Since(begin) > 10*time.Second {
+			t.Fatal("the waiting lockrun started no watchdog")
+		}
+		watchdog, _ = procfs.Children(waiter.Process.Pid)
+	}
+	waiter.Process.Kill()
+	waiter.Wait()
+	waitDead(t, watchdog, time.Second)
+	if b, _ := os.ReadFile(stderr.Name()); len(b) > 0 {
+		t.Errorf("the killed waiter's watchdog, which guarded no command, said %q", b)
 	}
 }
 
