@@ -89,12 +89,27 @@ func (k *Keeper) Err() error {
 	return k.cause
 }
 
-// Stop ends the renewals and waits until none is in flight. It is safe to
-// call more than once and after a loss.
+// stopWait bounds how long Stop waits for a renewal to heed its cancelled
+// context: the release that follows Stop must not hang on a backend call.
+const stopWait = time.Second
+
+// Stop ends the renewals and waits until none is in flight, a second at
+// most. It is safe to call more than once and after a loss.
 func (k *Keeper) Stop() {
 	k.stopOnce.Do(func() { close(k.stop) })
 	<-k.done
-	k.inflight.Wait()
+	idle := make(chan struct{})
+	go func() {
+		k.inflight.Wait()
+		close(idle)
+	}()
+	t := time.NewTimer(stopWait)
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-t.C:
+		k.log.Warn("a renewal ignored its cancellation; releasing all the same", "waited", stopWait)
+	}
 }
 
 func (k *Keeper) loop(ctx context.Context, sent time.Time) {

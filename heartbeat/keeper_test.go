@@ -238,6 +238,26 @@ func TestStopInterruptsARenewal(t *testing.T) {
 	})
 }
 
+// stubbornLease's renewals ignore their context until unblocked.
+type stubbornLease struct{ unblock chan struct{} }
+
+func (s stubbornLease) Renew(context.Context) error { <-s.unblock; return nil }
+
+func TestStopWaitsForAStubbornRenewalASecondAtMost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lease := stubbornLease{make(chan struct{})}
+		defer close(lease.unblock)
+		p := testPolicy(t)
+		k := Start(t.Context(), lease, p, time.Now())
+		time.Sleep(p.Interval + time.Millisecond) // the first renewal is in flight
+		begin := time.Now()
+		k.Stop()
+		if took := time.Since(begin); took != stopWait {
+			t.Errorf("Stop returned after %v with a renewal stuck; want %v", took, stopWait)
+		}
+	})
+}
+
 func repeat(s step, n int) []step {
 	out := make([]step, n)
 	for i := range out {
