@@ -8,12 +8,21 @@ import (
 // FreePort returns a loopback TCP port that was free a moment ago, for a
 // test server to listen on. Another process may take it first; that is
 // rare, and fails the test loudly when the server cannot bind.
-func FreePort(t testing.TB) int {
+func FreePort(t testing.TB) int { return FreePorts(t, 1)[0] }
+
+// FreePorts returns n distinct loopback TCP ports that were free a moment
+// ago: all n are held until the last is chosen, so that the kernel cannot
+// hand out one twice (as two FreePort calls in a row may).
+func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	ports := make([]int, n)
+	for i := range ports {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		ports[i] = ln.Addr().(*net.TCPAddr).Port
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return ports
 }

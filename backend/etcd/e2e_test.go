@@ -26,7 +26,7 @@ func TestBinaryExits69AtOnceWhenEtcdIsDown(t *testing.T) {
 	r := lockruntest.Run(t, nil, "run", "-b", srv.URL(), "k", "--", "true")
 	took := time.Since(begin)
 	if r.Code != 69 || strings.Count(r.Stderr, "\n") != 1 || !strings.Contains(r.Stderr, "connection refused") || took > 3*time.Second {
-		t.Errorf("etcd down: exit %d after %v, stderr %q; want 69 within 3s (0.6s of retries plus slack for a loaded machine), one line", r.Code, took, r.Stderr)
+		t.Errorf("etcd down: exit %d after %v, stderr %q; want 69 within 3s (0.6s of probe retries plus slack for a loaded machine), one line", r.Code, took, r.Stderr)
 	}
 }
 
@@ -114,6 +114,23 @@ func TestBinaryPartitionKillsTheChildBeforeExpiry(t *testing.T) {
 	srv := etcdtest.Start(t)
 	proxy := netproxy.Start(t, srv.Addr())
 	cutAndMeasure(t, "etcd://"+proxy.Addr(), func() { proxy.Hold(netproxy.Both) })
+}
+
+// A member that loses the majority answers no keep-alive (lockrun asks
+// for a leader), and no read: the command of a lockrun connected to it
+// dies before the lease could expire, and once the majority is back the
+// next holder gets a higher token.
+func TestBinaryMemberWithoutALeaderKillsTheChildBeforeExpiry(t *testing.T) {
+	m := etcdtest.StartCluster(t, 3)
+	tok := cutAndMeasure(t, m[2].URL(), func() { m[0].Freeze(); m[1].Freeze() })
+	m[0].Thaw()
+	m[1].Thaw()
+	m[2].WaitReady()
+	urls := "etcd://" + m[0].Addr() + "," + m[1].Addr() + "," + m[2].Addr()
+	r := lockruntest.Run(t, nil, "run", "-b", urls, "--timeout", "10s", "k", "--", "sh", "-c", "echo $LOCKRUN_FENCING_TOKEN")
+	if next, err := strconv.ParseUint(strings.TrimSpace(r.Stdout), 10, 64); r.Code != 0 || err != nil || next <= tok {
+		t.Errorf("next holder: exit %d, token %q after %d (%s)", r.Code, r.Stdout, tok, r.Stderr)
+	}
 }
 
 func TestBinaryWaitersLeaveNoEntry(t *testing.T) {

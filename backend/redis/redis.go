@@ -50,40 +50,26 @@ type Backend struct {
 	scripts scripts
 }
 
-// Probing a server at open: attempts, and the pause before the second
-// (doubled before the third). One attempt may take the dial timeout plus
-// the read timeout.
-const (
-	probeAttempts = 3
-	probePause    = 200 * time.Millisecond
-)
-
 // probe makes the first connection (and PING) before any lock is asked
-// for, retrying a few times over about half a second so that a server
-// restarting at that moment does not fail a cron job; an error the server
-// answers with (credentials, ACL) is final at once. A server that stays
-// down fails here, as one error, instead of at every call of the runner.
-// The error does not repeat the URL: OpenURL's caller names it.
+// for, with backend.Probe's retries, so that a server restarting at that
+// moment does not fail a cron job; an error the server answers with
+// (credentials, ACL) is final at once. A server that stays down fails
+// here, as one error, instead of at every call of the runner. The error
+// does not repeat the URL: OpenURL's caller names it. One try may take
+// the dial timeout plus the read timeout.
 func (b *Backend) probe(ctx context.Context) error {
-	pause := probePause
-	for attempt := 1; ; attempt++ {
-		pctx, cancel := context.WithTimeout(ctx, b.opt.DialTimeout+b.opt.ReadTimeout)
-		err := b.client.Ping(pctx).Err()
-		cancel()
-		if err == nil {
-			return nil
-		}
-		var refused goredis.Error // the server answered: wrong password, ACL...
-		if attempt == probeAttempts || errors.As(err, &refused) {
-			return fmt.Errorf("%w: connecting to redis: %w", backend.ErrUnavailable, err)
-		}
-		select {
-		case <-time.After(pause):
-			pause *= 2
-		case <-ctx.Done():
-			return fmt.Errorf("%w: connecting to redis: %w", backend.ErrUnavailable, context.Cause(ctx))
-		}
+	err := backend.Probe(ctx, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, b.opt.DialTimeout+b.opt.ReadTimeout)
+		defer cancel()
+		return b.client.Ping(ctx).Err()
+	}, func(err error) bool {
+		var answered goredis.Error // the server answered: wrong password, ACL...
+		return errors.As(err, &answered)
+	})
+	if err != nil {
+		return fmt.Errorf("%w: connecting to redis: %w", backend.ErrUnavailable, err)
 	}
+	return nil
 }
 
 // Close closes the backend's connections.

@@ -1,7 +1,8 @@
-// Package etcdtest runs a private etcd server for tests: Debian's etcd
+// Package etcdtest runs private etcd servers for tests: Debian's etcd
 // binary on free loopback ports with its data in a temporary directory,
-// one process that a test can stop, freeze (SIGSTOP), thaw and restart
-// with its data intact. The server is killed when the test ends.
+// one process per member that a test can stop, freeze (SIGSTOP), thaw and
+// restart with its data intact; one member, or a cluster of several. The
+// servers are killed when the test ends.
 //
 // It uses the etcd binary that .ci/services.sh installs rather than an
 // embedded server: a real separate process is what fault tests need to
@@ -16,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -36,13 +38,16 @@ const Binary = "/usr/bin/etcd"
 // startTimeout bounds how long a start may take before the test fails.
 const startTimeout = 15 * time.Second
 
-// Server is one running single-member etcd cluster.
+// Server is one running etcd member: a single-member cluster (Start,
+// StartTLS) or one of several (StartCluster).
 type Server struct {
-	t      testing.TB
-	dir    string
-	client int    // client port
-	peer   int    // peer port
-	certs  *Certs // nil for plain connections
+	t       testing.TB
+	dir     string
+	name    string
+	cluster string // --initial-cluster: every member's name=peer URL
+	client  int    // client port
+	peer    int    // peer port
+	certs   *Certs // nil for plain connections
 
 	mu   sync.Mutex       // guards proc: the fault harness freezes from its own goroutines
 	proc *serverproc.Proc // nil while stopped
@@ -62,14 +67,46 @@ func StartTLS(t testing.TB, c Certs) *Server { return start(t, &c) }
 
 func start(t testing.TB, c *Certs) *Server {
 	t.Helper()
-	if _, err := os.Stat(Binary); err != nil {
-		t.Fatalf("etcd server not installed (%v): run .ci/services.sh (apt-get install etcd-server)", err)
-	}
-	s := &Server{t: t, dir: t.TempDir(), client: backendtest.FreePort(t), peer: backendtest.FreePort(t), certs: c}
-	t.Cleanup(s.Stop)
+	s := newServer(t, "t", c, backendtest.FreePorts(t, 2))
+	s.cluster = s.name + "=" + s.peerURL()
 	s.launch()
 	return s
 }
+
+// StartCluster starts an n-member cluster and waits until every member
+// serves requests. Its members can be stopped and frozen one by one, to
+// leave a member without a leader.
+func StartCluster(t testing.TB, n int) []*Server {
+	t.Helper()
+	members := make([]*Server, n)
+	var cluster []string
+	ports := backendtest.FreePorts(t, 2*n)
+	for i := range members {
+		members[i] = newServer(t, "m"+strconv.Itoa(i), nil, ports[2*i:2*i+2])
+		cluster = append(cluster, members[i].name+"="+members[i].peerURL())
+	}
+	for _, m := range members {
+		m.cluster = strings.Join(cluster, ",")
+		m.spawn() // together: no member can answer before a majority runs
+	}
+	for _, m := range members {
+		m.WaitReady()
+	}
+	return members
+}
+
+// newServer makes a stopped member listening on ports (client, peer).
+func newServer(t testing.TB, name string, c *Certs, ports []int) *Server {
+	t.Helper()
+	if _, err := os.Stat(Binary); err != nil {
+		t.Fatalf("etcd server not installed (%v): run .ci/services.sh (apt-get install etcd-server)", err)
+	}
+	s := &Server{t: t, dir: t.TempDir(), name: name, client: ports[0], peer: ports[1], certs: c}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+func (s *Server) peerURL() string { return "http://127.0.0.1:" + strconv.Itoa(s.peer) }
 
 // Addr is the client address, host:port.
 func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.client) }
@@ -160,24 +197,35 @@ func (s *Server) signal(sig syscall.Signal) {
 	}
 }
 
-// launch starts the process and waits until it answers a read. Short
-// raft ticks make a one-member cluster elect itself in a few tens of
-// milliseconds, and lower etcd's minimum lease TTL to one second.
+// launch starts the process and waits until it answers a read.
 func (s *Server) launch() {
 	s.t.Helper()
-	peerURL := "http://127.0.0.1:" + strconv.Itoa(s.peer)
+	s.spawn()
+	s.WaitReady()
+}
+
+// spawn starts the process. Short raft ticks make a one-member cluster
+// elect itself in a few tens of milliseconds, and lower etcd's minimum
+// lease TTL to one second; members of a larger cluster, which must also
+// hear each other on a loaded machine, tick at twice that.
+func (s *Server) spawn() {
+	s.t.Helper()
 	clientURL := "http://" + s.Addr()
 	var tlsArgs []string
 	if c := s.certs; c != nil {
 		clientURL = "https://" + s.Addr()
 		tlsArgs = []string{"--cert-file", c.Cert, "--key-file", c.Key, "--trusted-ca-file", c.CA, "--client-cert-auth"}
 	}
+	heartbeat, election := "10", "50"
+	if strings.Contains(s.cluster, ",") {
+		heartbeat, election = "20", "100"
+	}
 	cmd := exec.Command(Binary, append(tlsArgs,
-		"--name", "t", "--data-dir", filepath.Join(s.dir, "data"),
+		"--name", s.name, "--data-dir", filepath.Join(s.dir, "data"),
 		"--listen-client-urls", clientURL, "--advertise-client-urls", clientURL,
-		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
-		"--initial-cluster", "t="+peerURL,
-		"--heartbeat-interval", "10", "--election-timeout", "50",
+		"--listen-peer-urls", s.peerURL(), "--initial-advertise-peer-urls", s.peerURL(),
+		"--initial-cluster", s.cluster,
+		"--heartbeat-interval", heartbeat, "--election-timeout", election,
 		"--logger", "zap", "--log-outputs", filepath.Join(s.dir, "etcd.log"))...)
 	proc, err := serverproc.Start(cmd)
 	if err != nil {
@@ -185,6 +233,15 @@ func (s *Server) launch() {
 	}
 	s.mu.Lock()
 	s.proc = proc
+	s.mu.Unlock()
+}
+
+// WaitReady waits until the member answers a linearizable read: it runs,
+// and it has a leader.
+func (s *Server) WaitReady() {
+	s.t.Helper()
+	s.mu.Lock()
+	proc := s.proc
 	s.mu.Unlock()
 	if err := s.ready(proc); err != nil {
 		log, _ := os.ReadFile(filepath.Join(s.dir, "etcd.log"))
