@@ -21,6 +21,7 @@ type process struct {
 	pid      int
 	cgMu     sync.Mutex    // the reaper drops cg while the supervisor may kill it
 	cg       *cgroup       // the command's cgroup; nil where lockrun may not make one
+	wdArgv   []string      // how to start the watchdog; none when empty
 	wd       *watchdogLink // nil without a watchdog
 	wdErr    error         // why there is no watchdog
 	exited   chan struct{} // closed once the command itself is reaped
@@ -53,11 +54,11 @@ func prepare(watchdog []string) (*process, error) {
 	p := &process{exited: make(chan struct{}), gone: make(chan struct{}), reaped: make(chan struct{})}
 	p.cg, _ = newCgroup()
 	if len(watchdog) > 0 {
-		argv := watchdog
+		p.wdArgv = watchdog
 		if p.cg != nil {
-			argv = append(argv[:len(argv):len(argv)], p.cg.dir)
+			p.wdArgv = append(watchdog[:len(watchdog):len(watchdog)], p.cg.dir)
 		}
-		p.wd, p.wdErr = startWatchdog(argv)
+		p.wd, p.wdErr = startWatchdog(p.wdArgv)
 	}
 	return p, nil
 }
@@ -76,12 +77,7 @@ func (p *process) abandon() {
 // start arms the watchdog and starts the command in its own process group
 // and cgroup. On failure it abandons what prepare readied.
 func (p *process) start(sp spec) error {
-	if p.wd != nil {
-		if err := p.wd.guard(sp.killAt, sp.files[3:]); err != nil {
-			p.wd.stop() // reaped with the others, and never taken for one
-			p.wdErr = err
-		}
-	}
+	p.armWatchdog(sp)
 	p.term = foreground(sp.files[0])
 	sys := &syscall.SysProcAttr{
 		Setpgid:   true,
@@ -95,6 +91,26 @@ func (p *process) start(sp spec) error {
 	started := make(chan error, 1)
 	go p.reap(sp, &os.ProcAttr{Env: sp.env, Files: sp.files, Sys: sys}, started)
 	return <-started
+}
+
+// armWatchdog gives the watchdog its first deadline and the lock's files.
+// A watchdog that died while lockrun waited for the lock (the OOM killer,
+// an operator's kill) is replaced once: the command starts unguarded only
+// if no watchdog can be started at all.
+func (p *process) armWatchdog(sp spec) {
+	for replaced := false; p.wd != nil; replaced = true {
+		err := p.wd.guard(sp.killAt, sp.files[3:])
+		if err == nil {
+			return
+		}
+		p.wd.stop()
+		_, _ = syscall.Wait4(p.wd.pid, nil, 0, nil) // the reaper does not run yet
+		if replaced {
+			p.wd, p.wdErr = nil, err
+			return
+		}
+		p.wd, p.wdErr = startWatchdog(p.wdArgv)
+	}
 }
 
 // reap starts the command, then reaps children until none remains. Linux

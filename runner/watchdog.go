@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/lockrun/lockrun/runner/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -101,7 +99,7 @@ func (l *watchdogLink) guard(at time.Time, files []*os.File) error {
 		return errors.New("the watchdog has exited")
 	}
 	// Nothing was sent before, so the socket's buffer takes this at once.
-	if err := unix.Sendmsg(l.fd, message('d', monotonicNS(at)), rights, nil, 0); err != nil {
+	if err := unix.Sendmsg(l.fd, message('d', monotonicNS(at)), rights, nil, unix.MSG_NOSIGNAL); err != nil {
 		return fmt.Errorf("arming the watchdog: %w", err)
 	}
 	return nil
@@ -131,7 +129,7 @@ func (l *watchdogLink) writer() {
 		l.pending = nil
 		l.mu.Unlock()
 		for _, msg := range msgs {
-			if _, err := unix.Write(l.fd, msg); err != nil {
+			if err := unix.Send(l.fd, msg, unix.MSG_NOSIGNAL); err != nil {
 				return
 			}
 		}
@@ -173,128 +171,4 @@ func monotonicNS(at time.Time) int64 {
 	var ts unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	return ts.Nano() + int64(time.Until(at))
-}
-
-// Watch is the watchdog's side: it reads messages from in until the pipe
-// closes or the deadline passes, then kills the command's process group,
-// everything in the command's cgroup (the directory cgroupDir, if not
-// empty) and every other descendant of lockrun (pid) still alive.
-func Watch(in *os.File, lockrun int, cgroupDir string) error {
-	// Signals meant for the command or for lockrun must not end the one
-	// process that holds the deadline when lockrun cannot.
-	signal.Ignore(forwarded...)
-	fd := int(in.Fd())
-	if err := unix.SetNonblock(fd, true); err != nil {
-		return err
-	}
-	var pgid int
-	var deadline int64 // CLOCK_MONOTONIC ns; 0 until armed
-	var held []int     // the lock's files: open until this process exits
-	buf, oob := make([]byte, 64), make([]byte, unix.CmsgSpace(64*4))
-	for {
-		timeout := time.Duration(-1)
-		if deadline != 0 {
-			if timeout = time.Duration(deadline - monotonicNS(time.Now())); timeout <= 0 {
-				return killTree(pgid, lockrun, cgroupDir, "lockrun did not renew the lease in time")
-			}
-		}
-		err := waitReadable(fd, timeout)
-		var n, oobn int
-		if err == nil {
-			n, oobn, _, _, err = unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
-		}
-		switch {
-		case errors.Is(err, syscall.EAGAIN), errors.Is(err, syscall.EINTR):
-			continue
-		case err != nil && deadline == 0:
-			return err // no command to guard yet
-		case err != nil:
-			_ = killTree(pgid, lockrun, cgroupDir, "reading from lockrun failed")
-			return err
-		case n == 0 && deadline == 0:
-			return nil // lockrun went before it started a command
-		case n == 0:
-			return killTree(pgid, lockrun, cgroupDir, "lockrun died")
-		}
-		held = append(held, rights(oob[:oobn])...)
-		for msg := buf[:n]; len(msg) >= msgLen; msg = msg[msgLen:] {
-			v := int64(binary.BigEndian.Uint64(msg[1:msgLen]))
-			switch msg[0] {
-			case 'g':
-				pgid = int(v)
-			case 'd':
-				deadline = v
-			}
-		}
-	}
-}
-
-// rights are the file descriptors an SCM_RIGHTS message brought.
-func rights(oob []byte) []int {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil
-	}
-	var fds []int
-	for _, m := range msgs {
-		if got, err := unix.ParseUnixRights(&m); err == nil {
-			fds = append(fds, got...)
-		}
-	}
-	return fds
-}
-
-// waitReadable blocks until fd is readable or timeout passes (forever when
-// negative).
-func waitReadable(fd int, timeout time.Duration) error {
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	var ts *unix.Timespec
-	if timeout >= 0 {
-		t := unix.NsecToTimespec(int64(timeout))
-		ts = &t
-	}
-	_, err := unix.Ppoll(fds, ts, nil)
-	if errors.Is(err, syscall.EINTR) {
-		return nil
-	}
-	return err
-}
-
-// waitGroupGone waits, a second at most, until no process of group pgid
-// is left: the watchdog's exit may free the lock (it holds the lock's
-// files), so it must not exit while the killed are still dying.
-func waitGroupGone(pgid int) {
-	for i := 0; i < 1000 && procfs.GroupAlive(pgid); i++ {
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// killTree kills the command's process group pgid, its cgroup and every
-// other descendant of lockrun. pgid is 0 when lockrun was frozen or killed
-// before it could say which group is the command's (the command may run by
-// then): the cgroup and the walk of lockrun's descendants still find it.
-func killTree(pgid, lockrun int, cgroupDir, why string) error {
-	fmt.Fprintf(os.Stderr, "lockrun: watchdog: %s: killing the command\n", why)
-	if pgid != 0 {
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		defer waitGroupGone(pgid)
-	}
-	if cgroupDir != "" {
-		killCgroup(cgroupDir)
-	}
-	self := os.Getpid()
-	for i := 0; i < 100; i++ {
-		found := false
-		for _, pid := range procfs.Descendants(lockrun) {
-			if pid != self {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-				found = true
-			}
-		}
-		if !found {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	return nil
 }

@@ -5,18 +5,19 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
 
 // TestMain makes the test binary a watchdog when its arguments are
-// "watchdog-of PID": it guards PID's descendants.
+// "watchdog-of PID [CGROUP]": it guards PID's descendants.
 func TestMain(m *testing.M) {
-	if len(os.Args) == 3 && os.Args[1] == "watchdog-of" {
+	if len(os.Args) >= 3 && os.Args[1] == "watchdog-of" {
 		pid, err := strconv.Atoi(os.Args[2])
 		if err == nil {
-			err = Watch(os.Stdin, pid, "")
+			err = Watch(os.Stdin, pid, strings.Join(os.Args[3:], ""))
 		}
 		if err != nil {
 			os.Exit(1)
@@ -45,7 +46,7 @@ func TestWatchdogKillsByTheFirstDeadlineAlone(t *testing.T) {
 // guardedBy starts a watchdog (see TestMain) for a new shell's
 // descendants: died is closed when the shell ends, which it does once its
 // child is killed.
-func guardedBy(t *testing.T) (died <-chan struct{}, wd *watchdogLink) {
+func guardedBy(t *testing.T, args ...string) (died <-chan struct{}, wd *watchdogLink) {
 	t.Helper()
 	guarded := exec.Command("/bin/sh", "-c", "sleep 30 & wait")
 	if err := guarded.Start(); err != nil {
@@ -58,7 +59,7 @@ func guardedBy(t *testing.T) (died <-chan struct{}, wd *watchdogLink) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wd, err = startWatchdog([]string{self, "watchdog-of", strconv.Itoa(guarded.Process.Pid)})
+	wd, err = startWatchdog(append([]string{self, "watchdog-of", strconv.Itoa(guarded.Process.Pid)}, args...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,19 +68,73 @@ func guardedBy(t *testing.T) (died <-chan struct{}, wd *watchdogLink) {
 }
 
 // A watchdog started for a lock that never came guards nothing: dismissed,
-// it exits at once and kills no one.
+// it removes the command's (empty) cgroup, exits at once and kills no one.
 func TestUnarmedWatchdogLeavesQuietly(t *testing.T) {
-	died, wd := guardedBy(t)
+	cgroup := filepath.Join(t.TempDir(), "cgroup") // rmdir treats it as it would a cgroup
+	if err := os.Mkdir(cgroup, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	died, wd := guardedBy(t, cgroup)
 	wd.dismiss()
 	var ws syscall.WaitStatus
 	if _, err := syscall.Wait4(wd.pid, &ws, 0, nil); err != nil || ws.ExitStatus() != 0 {
 		t.Fatalf("dismissed watchdog: %v, status %v; want exit 0", err, ws)
+	}
+	if _, err := os.Stat(cgroup); !os.IsNotExist(err) {
+		t.Errorf("the cgroup made for a command that never started is still there (%v)", err)
 	}
 	select {
 	case <-died:
 		t.Fatal("a watchdog that was never armed killed the command")
 	case <-time.After(100 * time.Millisecond):
 	}
+}
+
+// A watchdog that died while lockrun waited for the lock is replaced when
+// the lock comes: the command does not run unguarded.
+func TestAWatchdogThatDiedWhileWaitingIsReplaced(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := prepare([]string{self, "watchdog-of", strconv.Itoa(os.Getpid())})
+	if err != nil || p.wd == nil {
+		t.Fatalf("prepare: %v (watchdog: %v)", err, p.wdErr)
+	}
+	first := p.wd.pid
+	syscall.Kill(first, syscall.SIGKILL)
+	for alive(first) {
+		time.Sleep(time.Millisecond)
+	}
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	err = p.start(spec{path: "/bin/sleep", argv: []string{"sleep", "30"},
+		files: []*os.File{null, null, null}, killAt: time.Now().Add(300 * time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.wd == nil || p.wd.pid == first {
+		t.Fatalf("the command started without a new watchdog (%v)", p.wdErr)
+	}
+	select {
+	case <-p.exited:
+		if !p.status.Signaled() || p.status.Signal() != syscall.SIGKILL {
+			t.Errorf("command ended with %v; want the new watchdog's SIGKILL", p.status)
+		}
+	case <-time.After(10 * time.Second):
+		syscall.Kill(p.pid, syscall.SIGKILL)
+		t.Fatal("the command outlived its deadline: no watchdog guarded it")
+	}
+	<-p.reaped
+}
+
+// alive tells whether pid runs; a zombie does not.
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	return err == nil && !strings.Contains(string(b[strings.LastIndexByte(string(b), ')')+1:]), " Z ")
 }
 
 // The watchdog holds the lock's files it was sent: a flock stays held

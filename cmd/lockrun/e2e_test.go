@@ -146,11 +146,48 @@ func TestSIGKILLOfAWaiterLeavesNoWatchdog(t *testing.T) {
 		}
 		watchdog, _ = procfs.Children(waiter.Process.Pid)
 	}
+	// The watchdog's arguments end with the cgroup made for the command,
+	// if lockrun may make one (root in CI).
+	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", watchdog[0]))
+	args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
 	waiter.Process.Kill()
 	waiter.Wait()
 	waitDead(t, watchdog, time.Second)
 	if b, _ := os.ReadFile(stderr.Name()); len(b) > 0 {
 		t.Errorf("the killed waiter's watchdog, which guarded no command, said %q", b)
+	}
+	if cgroup := args[len(args)-1]; strings.HasPrefix(cgroup, "/") {
+		if _, err := os.Stat(cgroup); !os.IsNotExist(err) {
+			t.Errorf("the killed waiter's cgroup %s is left behind (%v)", cgroup, err)
+		}
+	} else if os.Geteuid() == 0 {
+		t.Errorf("a waiter running as root made no cgroup: watchdog arguments %q", args)
+	}
+}
+
+// A stderr whose reader has gone does not kill lockrun when it logs (nor,
+// through it, the command), and the command still gets SIGPIPE's default
+// action: the signal is neither ignored nor blocked for it.
+func TestBrokenStderrKillsNothing(t *testing.T) {
+	e, out := env(t), filepath.Join(t.TempDir(), "out")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	defer w.Close()
+	cmd := exec.Command(lockruntest.Binary(t), "run", "-v", "k", "--", "sh", "-c", "sleep 0.2; grep -E '^Sig(Ign|Blk)' /proc/self/status > "+out)
+	cmd.Env, cmd.Stderr = e, w
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("lockrun with a broken stderr: %v", err)
+	}
+	status := waitFile(t, out)
+	for _, line := range strings.Split(status, "\n") {
+		f := strings.Fields(line)
+		mask, err := strconv.ParseUint(f[len(f)-1], 16, 64)
+		if err != nil || mask&(1<<(syscall.SIGPIPE-1)) != 0 {
+			t.Errorf("the command's %q: SIGPIPE is not at its default", line)
+		}
 	}
 }
 
@@ -303,9 +340,31 @@ func TestSIGKILLOfLockrunKillsTheWholeGroup(t *testing.T) {
 // the command by the local deadline, and lockrun reports the loss when it
 // wakes.
 func TestFrozenLockrunsCommandDiesByTheDeadline(t *testing.T) {
+	frozenLockrunsCommandDies(t, os.Stderr)
+}
+
+// The watchdog kills before it says so, and no reader on its stderr
+// (SIGPIPE) stops it.
+func TestFrozenLockrunWithABrokenStderr(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	defer w.Close()
+	frozenLockrunsCommandDies(t, w)
+}
+
+func frozenLockrunsCommandDies(t *testing.T, stderr *os.File) {
 	e, pidFile := env(t), filepath.Join(t.TempDir(), "pids")
+	lockruntest.Binary(t) // built before the clock starts
 	begin := time.Now()
-	cmd := start(t, e, "run", "--ttl", "1s", "k", "--", "sh", "-c", "sleep 30 & echo $$ $! > "+pidFile+"; wait")
+	cmd := exec.Command(lockruntest.Binary(t), "run", "--ttl", "1s", "k", "--", "sh", "-c", "sleep 30 & echo $$ $! > "+pidFile+"; wait")
+	cmd.Env, cmd.Stderr = e, stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	pids := pidsFrom(t, pidFile)
 	cmd.Process.Signal(syscall.SIGSTOP)
 	waitDead(t, pids, 2*time.Second)

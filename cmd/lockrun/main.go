@@ -12,8 +12,15 @@ package main
 import (
 	"context"
 	"os"
+	"os/signal"
+	"syscall"
 )
 
 func main() {
+	// A log line written to a stdout or stderr whose reader has gone must
+	// not kill lockrun, and with it (by the watchdog) the command. A
+	// handler rather than SIG_IGN: the command still starts with SIGPIPE's
+	// default action.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	os.Exit(Main(context.Background(), os.Args, os.Stdin, os.Stdout, os.Stderr))
 }

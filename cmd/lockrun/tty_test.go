@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lockrun/lockrun/cmd/lockrun/lockruntest"
+	"github.com/lockrun/lockrun/runner/procfs"
 )
 
 // terminal is a pseudo-terminal whose other end is lockrun's controlling
@@ -119,12 +120,28 @@ func state(pid int) string {
 	return f[0]
 }
 
+// waitExec waits until a descendant of pid runs name: dash starts a
+// command with vfork, and a ^Z that stops the child before its exec
+// leaves the shell blocked in vfork, never stopped.
+func waitExec(t *testing.T, pid int, name string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		for _, d := range procfs.Descendants(pid) {
+			if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", d)); strings.TrimSpace(string(comm)) == name {
+				return
+			}
+		}
+	}
+	t.Fatalf("no descendant of %d runs %s", pid, name)
+}
+
 // Ctrl-Z stops the command and lockrun with it, so that the shell gets the
 // terminal back; continued, lockrun gives the command the terminal again.
 func TestCtrlZSuspendsLikeAShellJob(t *testing.T) {
 	term, tty := openTerminal(t)
 	cmd := startOnTerminal(t, tty, "run", "--ttl", "10s", "backfill", "--", "sh", "-c", `echo ready; sleep 30`)
 	term.waitFor(t, "ready")
+	waitExec(t, cmd.Process.Pid, "sleep")
 	term.master.Write([]byte{26}) // ^Z
 	for deadline := time.Now().Add(5 * time.Second); state(cmd.Process.Pid) != "T"; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
