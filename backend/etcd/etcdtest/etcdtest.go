@@ -12,6 +12,7 @@ package etcdtest
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"os"
 	"os/exec"
@@ -67,16 +68,38 @@ func StartTLS(t testing.TB, c Certs) *Server { return start(t, &c) }
 
 func start(t testing.TB, c *Certs) *Server {
 	t.Helper()
-	s := newServer(t, "t", c, backendtest.FreePorts(t, 2))
-	s.cluster = s.name + "=" + s.peerURL()
-	s.launch()
-	return s
+	var err error
+	for range 3 { // another process may take a port between probe and bind
+		s := newServer(t, "t", c, backendtest.FreePorts(t, 2))
+		s.cluster = s.name + "=" + s.peerURL()
+		s.spawn()
+		if err = s.awaitReady(); err == nil {
+			return s
+		}
+		s.Stop()
+	}
+	t.Fatal(err)
+	return nil
 }
 
 // StartCluster starts an n-member cluster and waits until every member
 // serves requests. Its members can be stopped and frozen one by one, to
 // leave a member without a leader.
 func StartCluster(t testing.TB, n int) []*Server {
+	t.Helper()
+	var err error
+	for range 3 { // another process may take a port between probe and bind
+		var members []*Server
+		if members, err = startMembers(t, n); err == nil {
+			return members
+		}
+	}
+	t.Fatal(err)
+	return nil
+}
+
+// startMembers starts an n-member cluster; on failure none is left running.
+func startMembers(t testing.TB, n int) ([]*Server, error) {
 	t.Helper()
 	members := make([]*Server, n)
 	var cluster []string
@@ -90,9 +113,14 @@ func StartCluster(t testing.TB, n int) []*Server {
 		m.spawn() // together: no member can answer before a majority runs
 	}
 	for _, m := range members {
-		m.WaitReady()
+		if err := m.awaitReady(); err != nil {
+			for _, m := range members {
+				m.Stop()
+			}
+			return nil, err
+		}
 	}
-	return members
+	return members, nil
 }
 
 // newServer makes a stopped member listening on ports (client, peer).
@@ -240,13 +268,20 @@ func (s *Server) spawn() {
 // and it has a leader.
 func (s *Server) WaitReady() {
 	s.t.Helper()
+	if err := s.awaitReady(); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func (s *Server) awaitReady() error {
 	s.mu.Lock()
 	proc := s.proc
 	s.mu.Unlock()
 	if err := s.ready(proc); err != nil {
 		log, _ := os.ReadFile(filepath.Join(s.dir, "etcd.log"))
-		s.t.Fatalf("etcd on %s did not start: %v\n%s", s.Addr(), err, tail(log, 2000))
+		return fmt.Errorf("etcd on %s did not start: %v\n%s", s.Addr(), err, tail(log, 2000))
 	}
+	return nil
 }
 
 // ready polls a read until it succeeds, the process exits or time is up.

@@ -44,7 +44,7 @@ func StartWith(t testing.TB, settings ...string) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{t: t, bin: bin, port: backendtest.FreePort(t), set: settings}
+	s := &Server{t: t, bin: bin, set: settings}
 	if s.dir, err = os.MkdirTemp("", "pgtest-"); err != nil {
 		t.Fatal(err)
 	}
@@ -63,8 +63,14 @@ func StartWith(t testing.TB, settings ...string) *Server {
 	if out, err := initdb.CombinedOutput(); err != nil {
 		t.Fatalf("pgtest: initdb: %v\n%s", err, out)
 	}
-	s.start()
-	return s
+	for range 3 { // another process may take the port between probe and bind
+		s.port = backendtest.FreePort(t)
+		if err = s.tryStart(); err == nil {
+			return s
+		}
+	}
+	t.Fatal(err)
+	return nil
 }
 
 // URL is the server's postgres:// URL.
@@ -104,9 +110,17 @@ func (s *Server) path(name string) string { return filepath.Join(s.dir, name) }
 // start runs postgres and waits until it accepts connections.
 func (s *Server) start() {
 	s.t.Helper()
+	if err := s.tryStart(); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// tryStart starts postgres on s.port and waits until it accepts a
+// connection; on failure nothing is left running.
+func (s *Server) tryStart() error {
 	log, err := os.OpenFile(s.path("log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		s.t.Fatal(err)
+		return err
 	}
 	defer log.Close()
 	args := []string{"-D", s.path("data"), "-p", strconv.Itoa(s.port),
@@ -116,10 +130,11 @@ func (s *Server) start() {
 	}
 	cmd := s.command(filepath.Join(s.bin, "postgres"), args...)
 	cmd.Stdout, cmd.Stderr = log, log
-	if s.proc, err = serverproc.Start(cmd); err != nil {
-		s.t.Fatalf("pgtest: starting postgres: %v", err)
+	proc, err := serverproc.Start(cmd)
+	if err != nil {
+		return fmt.Errorf("pgtest: starting postgres: %w", err)
 	}
-	err = s.proc.Ready(15*time.Second, func() error {
+	err = proc.Ready(15*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		c, err := pgx.Connect(ctx, s.URL())
@@ -129,9 +144,12 @@ func (s *Server) start() {
 		return err
 	})
 	if err != nil {
+		proc.Kill()
 		log, _ := os.ReadFile(s.path("log"))
-		s.t.Fatalf("pgtest: postgres did not start: %v\n%s", err, log)
+		return fmt.Errorf("pgtest: postgres on port %d did not start: %v\n%s", s.port, err, log)
 	}
+	s.proc = proc
+	return nil
 }
 
 func (s *Server) command(name string, args ...string) *exec.Cmd {
