@@ -23,7 +23,8 @@ func Watch(in *os.File, lockrun int, cgroupDir string) error {
 	// Signals meant for the command or for lockrun must not end the one
 	// process that holds the deadline when lockrun cannot; nor may a
 	// stderr whose reader has gone.
-	signal.Ignore(append(forwarded, syscall.SIGPIPE)...)
+	signal.Ignore(forwarded...)
+	signal.Ignore(syscall.SIGPIPE)
 	fd := int(in.Fd())
 	if err := unix.SetNonblock(fd, true); err != nil {
 		return err
@@ -34,7 +35,8 @@ func Watch(in *os.File, lockrun int, cgroupDir string) error {
 		timeout := time.Duration(-1)
 		if w.deadline != 0 {
 			if timeout = time.Duration(w.deadline - monotonicNS(time.Now())); timeout <= 0 {
-				return w.kill("lockrun did not renew the lease in time")
+				w.kill("lockrun did not renew the lease in time")
+				return nil
 			}
 		}
 		err := waitReadable(fd, timeout)
@@ -46,13 +48,14 @@ func Watch(in *os.File, lockrun int, cgroupDir string) error {
 		case errors.Is(err, syscall.EAGAIN), errors.Is(err, syscall.EINTR):
 			continue
 		case err != nil:
-			_ = w.kill("reading from lockrun failed")
+			w.kill("reading from lockrun failed")
 			return err
 		case n == 0 && w.deadline == 0:
 			w.leave()
 			return nil
 		case n == 0:
-			return w.kill("lockrun died")
+			w.kill("lockrun died")
+			return nil
 		}
 		w.held = append(w.held, rights(oob[:oobn])...)
 		if flags&unix.MSG_CTRUNC != 0 {
@@ -86,10 +89,9 @@ func (w *watch) read(packet []byte) {
 
 // kill kills the command and what it started (see killTree), then says
 // why: a stderr that blocks must not delay the kill.
-func (w *watch) kill(why string) error {
+func (w *watch) kill(why string) {
 	killTree(w.pgid, w.lockrun, w.cgroupDir)
 	say("lockrun: watchdog: " + why + ": killed the command")
-	return nil
 }
 
 // leave removes the command's cgroup, made for a command that never
