@@ -41,16 +41,22 @@ type spec struct {
 	killAt time.Time  // the watchdog's first deadline
 }
 
-// prepare readies what guards a command, before the lock is asked for so
-// that none of it delays the command's start once the lock is granted:
-// lockrun becomes a child subreaper, makes the command's cgroup and starts
-// the watchdog (argv, none when empty). The reaper that start starts will
-// collect every child of this process, so a process that calls prepare
-// must start no other children until the command has ended.
-func prepare(watchdog []string) (*process, error) {
+// becomeSubreaper makes this process the reaper of every process the
+// command starts, even one that leaves its group or session. The reaper
+// that start starts will collect every child of this process, so a
+// process that calls it must start no other children until the command
+// has ended.
+func becomeSubreaper() error {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		return nil, fmt.Errorf("becoming a child subreaper: %w", err)
+		return fmt.Errorf("becoming a child subreaper: %w", err)
 	}
+	return nil
+}
+
+// prepare readies what guards a command: its cgroup, and the watchdog
+// (argv, none when empty). A waiter calls it before it asks for the lock,
+// so that none of it delays the command's start once the lock is granted.
+func prepare(watchdog []string) *process {
 	p := &process{exited: make(chan struct{}), gone: make(chan struct{}), reaped: make(chan struct{})}
 	p.cg, _ = newCgroup()
 	if len(watchdog) > 0 {
@@ -60,7 +66,7 @@ func prepare(watchdog []string) (*process, error) {
 		}
 		p.wd, p.wdErr = startWatchdog(p.wdArgv)
 	}
-	return p, nil
+	return p
 }
 
 // abandon undoes prepare when no command is to start.

@@ -48,14 +48,25 @@ func Run(ctx context.Context, job Job) error {
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 
-	proc, err := prepare(job.Watchdog)
-	if err != nil {
+	if err := becomeSubreaper(); err != nil {
 		return startError(job.Args[0], err)
+	}
+	// A waiter readies the command's guards while it waits, off the
+	// hand-off path; a run that may find the lock busy does not pay for
+	// them before it knows.
+	var proc *process
+	if job.Lease.Wait {
+		proc = prepare(job.Watchdog)
 	}
 	lease, err := acquire(ctx, job, sigs)
 	if err != nil {
-		proc.abandon()
+		if proc != nil {
+			proc.abandon()
+		}
 		return err
+	}
+	if proc == nil {
+		proc = prepare(job.Watchdog)
 	}
 	log := job.Log.With("token", lease.Token().String())
 	log.Debug("lock acquired", "ttl", lease.TTL(), "took", time.Since(lease.Start()).Round(time.Microsecond))

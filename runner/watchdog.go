@@ -14,9 +14,9 @@ import (
 
 // The watchdog is a second process that holds the kill deadline, so that the
 // command dies by the deadline even when lockrun itself cannot act: frozen
-// (SIGSTOP, a stalled cgroup) or SIGKILLed. lockrun starts it before it asks
-// for the lock, so that its start costs the hand-off nothing, and talks to
-// it over a socket; the watchdog SIGKILLs the command's process group and
+// (SIGSTOP, a stalled cgroup) or SIGKILLed. A waiting lockrun starts it
+// before it asks for the lock, so that its start costs the hand-off
+// nothing, and talks to it over a socket; the watchdog SIGKILLs the command's process group and
 // lockrun's other descendants when the deadline passes without a newer one,
 // or at once when the socket closes because lockrun died. lockrun kills the
 // watchdog once the command and everything it left behind are gone.

@@ -139,17 +139,19 @@ func TestSIGKILLOfAWaiterLeavesNoWatchdog(t *testing.T) {
 	if err := waiter.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// The watchdog's arguments ("watchdog PID [CGROUP]") end with the
+	// cgroup made for the command, if lockrun may make one (root in CI).
 	var watchdog []int
-	for begin := time.Now(); len(watchdog) == 0; time.Sleep(time.Millisecond) {
+	var args []string
+	for begin := time.Now(); len(args) < 2 || args[1] != "watchdog"; time.Sleep(time.Millisecond) {
 		if time.Since(begin) > 10*time.Second {
-			t.Fatal("the waiting lockrun started no watchdog")
+			t.Fatalf("the waiting lockrun started no watchdog (children %v, arguments %q)", watchdog, args)
 		}
-		watchdog, _ = procfs.Children(waiter.Process.Pid)
+		if watchdog, _ = procfs.Children(waiter.Process.Pid); len(watchdog) == 1 {
+			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", watchdog[0]))
+			args = strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+		}
 	}
-	// The watchdog's arguments end with the cgroup made for the command,
-	// if lockrun may make one (root in CI).
-	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", watchdog[0]))
-	args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
 	waiter.Process.Kill()
 	waiter.Wait()
 	waitDead(t, watchdog, time.Second)
