@@ -26,3 +26,18 @@ func FreePorts(t testing.TB, n int) []int {
 	}
 	return ports
 }
+
+// OnFreePorts calls start with n free ports (see FreePorts) until it
+// succeeds, three times at most: another process may take a port between
+// the probe and the server's bind. It fails the test with start's last
+// error; start must leave nothing running when it fails.
+func OnFreePorts(t testing.TB, n int, start func(ports []int) error) {
+	t.Helper()
+	var err error
+	for range 3 {
+		if err = start(FreePorts(t, n)); err == nil {
+			return
+		}
+	}
+	t.Fatal(err)
+}

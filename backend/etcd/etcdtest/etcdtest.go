@@ -66,46 +66,31 @@ func Start(t testing.TB) *Server { return start(t, nil) }
 // present a certificate signed by c.CA.
 func StartTLS(t testing.TB, c Certs) *Server { return start(t, &c) }
 
-func start(t testing.TB, c *Certs) *Server {
-	t.Helper()
-	var err error
-	for range 3 { // another process may take a port between probe and bind
-		s := newServer(t, "t", c, backendtest.FreePorts(t, 2))
-		s.cluster = s.name + "=" + s.peerURL()
-		s.spawn()
-		if err = s.awaitReady(); err == nil {
-			return s
-		}
-		s.Stop()
-	}
-	t.Fatal(err)
-	return nil
-}
+func start(t testing.TB, c *Certs) *Server { return startCluster(t, 1, c)[0] }
 
 // StartCluster starts an n-member cluster and waits until every member
 // serves requests. Its members can be stopped and frozen one by one, to
 // leave a member without a leader.
-func StartCluster(t testing.TB, n int) []*Server {
+func StartCluster(t testing.TB, n int) []*Server { return startCluster(t, n, nil) }
+
+func startCluster(t testing.TB, n int, c *Certs) []*Server {
 	t.Helper()
-	var err error
-	for range 3 { // another process may take a port between probe and bind
-		var members []*Server
-		if members, err = startMembers(t, n); err == nil {
-			return members
-		}
-	}
-	t.Fatal(err)
-	return nil
+	var members []*Server
+	backendtest.OnFreePorts(t, 2*n, func(ports []int) (err error) {
+		members, err = startMembers(t, c, ports)
+		return err
+	})
+	return members
 }
 
-// startMembers starts an n-member cluster; on failure none is left running.
-func startMembers(t testing.TB, n int) ([]*Server, error) {
+// startMembers starts a cluster of one member per two ports (client,
+// peer); on failure none is left running.
+func startMembers(t testing.TB, c *Certs, ports []int) ([]*Server, error) {
 	t.Helper()
-	members := make([]*Server, n)
+	members := make([]*Server, len(ports)/2)
 	var cluster []string
-	ports := backendtest.FreePorts(t, 2*n)
 	for i := range members {
-		members[i] = newServer(t, "m"+strconv.Itoa(i), nil, ports[2*i:2*i+2])
+		members[i] = newServer(t, "m"+strconv.Itoa(i), c, ports[2*i:2*i+2])
 		cluster = append(cluster, members[i].name+"="+members[i].peerURL())
 	}
 	for _, m := range members {
@@ -123,7 +108,6 @@ func startMembers(t testing.TB, n int) ([]*Server, error) {
 	return members, nil
 }
 
-// newServer makes a stopped member listening on ports (client, peer).
 func newServer(t testing.TB, name string, c *Certs, ports []int) *Server {
 	t.Helper()
 	if _, err := os.Stat(Binary); err != nil {

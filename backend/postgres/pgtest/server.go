@@ -63,14 +63,11 @@ func StartWith(t testing.TB, settings ...string) *Server {
 	if out, err := initdb.CombinedOutput(); err != nil {
 		t.Fatalf("pgtest: initdb: %v\n%s", err, out)
 	}
-	for range 3 { // another process may take the port between probe and bind
-		s.port = backendtest.FreePort(t)
-		if err = s.tryStart(); err == nil {
-			return s
-		}
-	}
-	t.Fatal(err)
-	return nil
+	backendtest.OnFreePorts(t, 1, func(ports []int) error {
+		s.port = ports[0]
+		return s.tryStart()
+	})
+	return s
 }
 
 // URL is the server's postgres:// URL.

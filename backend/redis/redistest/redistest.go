@@ -41,16 +41,12 @@ func Start(t testing.TB, extra ...string) *Server {
 		t.Fatalf("redis-server is not installed (run .ci/services.sh, or apt-get install redis-server): %v", err)
 	}
 	s := &Server{t: t, dir: t.TempDir(), extra: extra}
-	var err error
-	for range 3 { // another process may take the port between probe and bind
-		s.port = backendtest.FreePort(t)
-		if err = s.start(); err == nil {
-			t.Cleanup(s.kill)
-			return s
-		}
-	}
-	t.Fatalf("starting redis-server: %v", err)
-	return nil
+	backendtest.OnFreePorts(t, 1, func(ports []int) error {
+		s.port = ports[0]
+		return s.start()
+	})
+	t.Cleanup(s.kill)
+	return s
 }
 
 // Addr is the server's host:port.
