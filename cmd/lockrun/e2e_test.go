@@ -195,10 +195,18 @@ func TestBrokenStderrKillsNothing(t *testing.T) {
 
 func TestCommandNotFoundOrNotExecutable(t *testing.T) {
 	e := env(t)
-	for cmd, want := range map[string]int{"no-such-command-anywhere": 127, "/etc/passwd": 126} {
-		r := run(t, e, "run", "k", "--", cmd)
-		if r.Code != want || strings.Count(r.Stderr, "\n") != 1 {
-			t.Errorf("%s: exit %d, stderr %q; want %d and one line", cmd, r.Code, r.Stderr, want)
+	// Executable, but no format the kernel runs: exec fails only once the
+	// lock is held and the watchdog armed, which must then go quietly.
+	garbage := filepath.Join(t.TempDir(), "garbage")
+	if err := os.WriteFile(garbage, []byte{0, 1, 2, 3}, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for cmd, want := range map[string]int{"no-such-command-anywhere": 127, "/etc/passwd": 126, garbage: 126} {
+		for _, wait := range []string{"--wait=false", "--wait"} {
+			r := run(t, e, "run", wait, "k", "--", cmd)
+			if r.Code != want || strings.Count(r.Stderr, "\n") != 1 {
+				t.Errorf("%s %s: exit %d, stderr %q; want %d and one line", wait, cmd, r.Code, r.Stderr, want)
+			}
 		}
 	}
 	if r := run(t, e, "run", "k", "--", "true"); r.Code != 0 {
