@@ -28,12 +28,12 @@ lint:
 # FAULTS_DURATION each; prints the reliability table of the README.
 FAULTS_DURATION ?= 2m
 faults: services
-	$(GO) test -count=1 -timeout 6h -v -run TestFaults ./cmd/lockrun/faults -args -faults.duration=$(FAULTS_DURATION)
+	$(GO) test -count=1 -timeout 6h -v -run TestFaults ./tests/faults -args -faults.duration=$(FAULTS_DURATION)
 
 # lockrun against flock, redis-cli, etcdctl lock and psql on every backend,
 # in one run (a few minutes): the README's performance tables.
 bench: services build
-	$(GO) test -run '^$$' -bench Report -benchtime 1x -timeout 30m ./cmd/lockrun/bench -lockrun $(CURDIR)/bin/lockrun
+	$(GO) test -run '^$$' -bench Report -benchtime 1x -timeout 30m ./tests/bench -lockrun $(CURDIR)/bin/lockrun
 
 # The hot paths' micro-benchmarks, for benchstat: acquire+release, renew and
 # hand-off per backend.

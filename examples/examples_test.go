@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockrun/lockrun/backend/etcd/etcdtest"
-	"github.com/lockrun/lockrun/backend/redis/redistest"
-	"github.com/lockrun/lockrun/cmd/lockrun/lockruntest"
+	"github.com/lockrun/lockrun/internal/etcdtest"
+	"github.com/lockrun/lockrun/internal/lockruntest"
+	"github.com/lockrun/lockrun/internal/redistest"
 )
 
 // command is a shell running a command line from the repository root,

@@ -14,9 +14,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/lockrun/lockrun/backend/backendtest"
-	"github.com/lockrun/lockrun/backend/etcd/etcdtest"
-	"github.com/lockrun/lockrun/cmd/lockrun/lockruntest"
+	"github.com/lockrun/lockrun/internal/backendtest"
+	"github.com/lockrun/lockrun/internal/etcdtest"
+	"github.com/lockrun/lockrun/internal/lockruntest"
 )
 
 // Benchmarks against a private etcd on loopback (fsync on, as in

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockrun/lockrun/backend/backendtest"
-	"github.com/lockrun/lockrun/backend/backendtest/netproxy"
-	"github.com/lockrun/lockrun/backend/etcd/etcdtest"
-	"github.com/lockrun/lockrun/cmd/lockrun/lockruntest"
+	"github.com/lockrun/lockrun/internal/backendtest"
+	"github.com/lockrun/lockrun/internal/etcdtest"
+	"github.com/lockrun/lockrun/internal/lockruntest"
+	"github.com/lockrun/lockrun/internal/netproxy"
 )
 
 // These tests run the lockrun binary against a real etcd.

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/lockrun/lockrun/backend"
-	"github.com/lockrun/lockrun/backend/backendtest"
-	"github.com/lockrun/lockrun/backend/etcd/etcdtest"
+	"github.com/lockrun/lockrun/internal/backendtest"
+	"github.com/lockrun/lockrun/internal/etcdtest"
 )
 
 // openTest opens a backend on srv, closed when the test ends.

@@ -10,8 +10,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/lockrun/lockrun/backend"
-	"github.com/lockrun/lockrun/backend/backendtest"
-	"github.com/lockrun/lockrun/backend/etcd/etcdtest"
+	"github.com/lockrun/lockrun/internal/backendtest"
+	"github.com/lockrun/lockrun/internal/etcdtest"
 )
 
 func opts(holder string, wait bool) backend.AcquireOptions {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/lockrun/lockrun/backend"
-	"github.com/lockrun/lockrun/backend/urlopt"
+	"github.com/lockrun/lockrun/internal/urlopt"
 )
 
 // Defaults for the URL's optional parts.

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/lockrun/lockrun/backend"
-	"github.com/lockrun/lockrun/backend/backendtest"
-	"github.com/lockrun/lockrun/backend/backendtest/testcert"
-	"github.com/lockrun/lockrun/backend/etcd/etcdtest"
+	"github.com/lockrun/lockrun/internal/backendtest"
+	"github.com/lockrun/lockrun/internal/etcdtest"
+	"github.com/lockrun/lockrun/internal/testcert"
 )
 
 func parse(t *testing.T, raw string, env map[string]string) (Config, error) {

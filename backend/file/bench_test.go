@@ -3,7 +3,7 @@ package file
 import (
 	"testing"
 
-	"github.com/lockrun/lockrun/backend/backendtest"
+	"github.com/lockrun/lockrun/internal/backendtest"
 )
 
 // Benchmarks of the hot paths, for benchstat:

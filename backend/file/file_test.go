@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/lockrun/lockrun/backend"
-	"github.com/lockrun/lockrun/backend/backendtest"
+	"github.com/lockrun/lockrun/internal/backendtest"
 )
 
 func TestConformance(t *testing.T) {

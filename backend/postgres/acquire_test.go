@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lockrun/lockrun/backend"
-	"github.com/lockrun/lockrun/backend/postgres/pgtest"
+	"github.com/lockrun/lockrun/internal/pgtest"
 )
 
 // The runner retries an Acquire whose reply was lost with the same run id.

@@ -13,10 +13,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/lockrun/lockrun/backend/backendtest/netproxy"
 	"github.com/lockrun/lockrun/backend/postgres"
-	"github.com/lockrun/lockrun/backend/postgres/pgtest"
-	"github.com/lockrun/lockrun/cmd/lockrun/lockruntest"
+	"github.com/lockrun/lockrun/internal/lockruntest"
+	"github.com/lockrun/lockrun/internal/netproxy"
+	"github.com/lockrun/lockrun/internal/pgtest"
 )
 
 // These tests run the real lockrun binary against PostgreSQL.

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/lockrun/lockrun/backend"
-	"github.com/lockrun/lockrun/backend/backendtest/netproxy"
-	"github.com/lockrun/lockrun/backend/postgres/pgtest"
+	"github.com/lockrun/lockrun/internal/netproxy"
+	"github.com/lockrun/lockrun/internal/pgtest"
 )
 
 // withinDeadline runs f under a 300 ms deadline and fails the test unless

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/lockrun/lockrun/backend"
-	"github.com/lockrun/lockrun/backend/backendtest"
-	"github.com/lockrun/lockrun/backend/postgres/pgtest"
+	"github.com/lockrun/lockrun/internal/backendtest"
+	"github.com/lockrun/lockrun/internal/pgtest"
 )
 
 // open returns a backend for raw, closed when the test ends.

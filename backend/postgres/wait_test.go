@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/lockrun/lockrun/backend/postgres/pgtest"
+	"github.com/lockrun/lockrun/internal/pgtest"
 )
 
 // A front waiter whose process is frozen while its session stays alive

@@ -12,9 +12,9 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/lockrun/lockrun/backend/backendtest"
-	"github.com/lockrun/lockrun/backend/redis/redistest"
-	"github.com/lockrun/lockrun/cmd/lockrun/lockruntest"
+	"github.com/lockrun/lockrun/internal/backendtest"
+	"github.com/lockrun/lockrun/internal/lockruntest"
+	"github.com/lockrun/lockrun/internal/redistest"
 )
 
 func BenchmarkAcquireRelease(b *testing.B) {

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockrun/lockrun/backend/backendtest"
-	"github.com/lockrun/lockrun/backend/backendtest/netproxy"
-	"github.com/lockrun/lockrun/backend/redis/redistest"
-	"github.com/lockrun/lockrun/cmd/lockrun/lockruntest"
+	"github.com/lockrun/lockrun/internal/backendtest"
+	"github.com/lockrun/lockrun/internal/lockruntest"
+	"github.com/lockrun/lockrun/internal/netproxy"
+	"github.com/lockrun/lockrun/internal/redistest"
 )
 
 // These tests run the real lockrun binary against a private redis-server.

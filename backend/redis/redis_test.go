@@ -10,8 +10,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/lockrun/lockrun/backend"
-	"github.com/lockrun/lockrun/backend/backendtest"
-	"github.com/lockrun/lockrun/backend/redis/redistest"
+	"github.com/lockrun/lockrun/internal/backendtest"
+	"github.com/lockrun/lockrun/internal/redistest"
 )
 
 // open returns a backend on rawURL, closed when the test ends.

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/lockrun/lockrun/backend"
-	"github.com/lockrun/lockrun/backend/backendtest"
-	"github.com/lockrun/lockrun/backend/backendtest/testcert"
-	"github.com/lockrun/lockrun/backend/redis/redistest"
+	"github.com/lockrun/lockrun/internal/backendtest"
+	"github.com/lockrun/lockrun/internal/redistest"
+	"github.com/lockrun/lockrun/internal/testcert"
 )
 
 // TLS: the server is verified against ca_file (never skipped), and a

@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/lockrun/lockrun/backend"
-	"github.com/lockrun/lockrun/backend/urlopt"
+	"github.com/lockrun/lockrun/internal/urlopt"
 )
 
 // Defaults for the URL's query parameters. The dial timeout is short so

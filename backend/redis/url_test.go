@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/lockrun/lockrun/backend"
-	"github.com/lockrun/lockrun/backend/backendtest"
-	"github.com/lockrun/lockrun/backend/redis/redistest"
+	"github.com/lockrun/lockrun/internal/backendtest"
+	"github.com/lockrun/lockrun/internal/redistest"
 )
 
 func TestParseURL(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/lockrun/lockrun/backend"
-	"github.com/lockrun/lockrun/runner"
+	"github.com/lockrun/lockrun/internal/runner"
 )
 
 // version is set at release time with -ldflags "-X main.version=v1.2.3".

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/lockrun/lockrun/backend"
-	"github.com/lockrun/lockrun/runner"
+	"github.com/lockrun/lockrun/internal/runner"
 )
 
 // usageError is a mistake in the command line or the environment; lockrun

@@ -10,8 +10,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/lockrun/lockrun/backend"
-	"github.com/lockrun/lockrun/heartbeat"
-	"github.com/lockrun/lockrun/runner"
+	"github.com/lockrun/lockrun/internal/heartbeat"
+	"github.com/lockrun/lockrun/internal/runner"
 )
 
 const runDescription = `Flags come before KEY. Every flag can also be set with its LOCKRUN_* variable.

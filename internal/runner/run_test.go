@@ -1,0 +1,352 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/internal/heartbeat"
+	"github.com/lockrun/lockrun/internal/memory"
+)
+
+// These tests start real processes; the runner reaps every child of the
+// test binary, so none of them runs in parallel.
+
+func testJob(t *testing.T, l Locker, script string) Job {
+	t.Helper()
+	p, err := heartbeat.NewPolicy(time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { null.Close(); out.Close() })
+	return Job{
+		Key:     "job",
+		Locker:  l,
+		Lease:   backend.AcquireOptions{TTL: p.TTL, Holder: "tester:1", RunID: "run-1"},
+		Policy:  p,
+		Busy:    ExitBusy,
+		Backend: "memory://",
+		Path:    "/bin/sh",
+		Args:    []string{"sh", "-c", script},
+		Stdio:   [3]*os.File{null, out, out},
+		Log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+}
+
+func wantExit(t *testing.T, err error, code int) *ExitError {
+	t.Helper()
+	var exit *ExitError
+	if code == 0 {
+		if err != nil {
+			t.Fatalf("Run = %v, want success", err)
+		}
+		return nil
+	}
+	if !errors.As(err, &exit) || exit.Code != code {
+		t.Fatalf("Run = %v, want exit status %d", err, code)
+	}
+	return exit
+}
+
+func assertFree(t *testing.T, b backend.Backend, key string) {
+	t.Helper()
+	st, err := b.Inspect(context.Background(), key)
+	if err != nil || st.Held {
+		t.Errorf("lock after the run: %+v, %v; want released", st, err)
+	}
+}
+
+func TestChildStatusAndEnvironment(t *testing.T) {
+	store := memory.New()
+	envFile := filepath.Join(t.TempDir(), "env")
+	t.Setenv("LOCKRUN_BACKEND", "redis://app:s3cret@cache:6379")
+	t.Setenv("LOCKRUN_EXTRA", "from-parent")
+	t.Setenv("KEEP_ME", "yes")
+	job := testJob(t, store, "env > "+envFile+"; exit 3")
+	wantExit(t, Run(t.Context(), job), 3)
+	b, err := os.ReadFile(envFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := string(b)
+	for _, want := range []string{"LOCKRUN_FENCING_TOKEN=1\n", "LOCKRUN_KEY=job\n", "LOCKRUN_HOLDER=tester:1\n", "LOCKRUN_RUN_ID=run-1\n", "LOCKRUN_TTL=1s\n", "LOCKRUN_BACKEND=memory://\n", "KEEP_ME=yes\n"} {
+		if !strings.Contains(env, want) {
+			t.Errorf("child environment lacks %q", want)
+		}
+	}
+	for _, leak := range []string{"s3cret", "LOCKRUN_EXTRA"} {
+		if strings.Contains(env, leak) {
+			t.Errorf("child environment contains %q", leak)
+		}
+	}
+	assertFree(t, store, "job")
+}
+
+func TestDeathBySignalIs128PlusN(t *testing.T) {
+	wantExit(t, Run(t.Context(), testJob(t, memory.New(), "kill -KILL $$")), 128+9)
+}
+
+func TestFailingRenewalsKillTheCommandBeforeTheDeadline(t *testing.T) {
+	store := memory.New()
+	store.FailRenewals(func(context.Context) error { return errors.New("link down") })
+	// The shell ignores SIGTERM, so only SIGKILL at the kill deadline ends it.
+	job := testJob(t, store, "trap '' TERM; while :; do sleep 0.05; done")
+	begin := time.Now()
+	exit := wantExit(t, Run(t.Context(), job), ExitLost)
+	took := time.Since(begin)
+	if !errors.Is(exit, backend.ErrLost) {
+		t.Errorf("lost-lock error %v does not wrap ErrLost", exit)
+	}
+	if deadline := job.Policy.Deadline(begin); !begin.Add(took).Before(deadline) {
+		t.Errorf("command ended %v after the start, not before the local deadline %v", took, deadline.Sub(begin))
+	}
+	if term := job.Policy.TermAt(begin).Sub(begin); took < term {
+		t.Errorf("command ended after %v, before the term deadline %v: a needless kill", took, term)
+	}
+}
+
+func TestErrLostStopsTheCommandAtOnce(t *testing.T) {
+	store := memory.New()
+	store.FailRenewals(func(context.Context) error { return backend.ErrLost })
+	job := testJob(t, store, "sleep 10")
+	begin := time.Now()
+	wantExit(t, Run(t.Context(), job), ExitLost)
+	if took, first := time.Since(begin), job.Policy.Interval; took > first+200*time.Millisecond {
+		t.Errorf("command stopped %v after the start; the first renewal said lost at %v", took, first)
+	}
+}
+
+func TestLossReachesDescendantsThatLeftTheGroup(t *testing.T) {
+	store := memory.New()
+	store.FailRenewals(func(context.Context) error { return backend.ErrLost })
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	job := testJob(t, store, "setsid sh -c 'echo $$ > "+pidFile+"; exec sleep 30' & sleep 30")
+	begin := time.Now()
+	wantExit(t, Run(t.Context(), job), ExitLost)
+	if took := time.Since(begin); took > job.Policy.TTL {
+		t.Errorf("run took %v: a descendant outlived the %v lease", took, job.Policy.TTL)
+	}
+	assertDead(t, pidFile)
+}
+
+func TestLeftoversAreStoppedBeforeRelease(t *testing.T) {
+	store := memory.New()
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	job := testJob(t, store, "setsid sleep 30 & echo $! > "+pidFile)
+	begin := time.Now()
+	wantExit(t, Run(t.Context(), job), 0)
+	if took := time.Since(begin); took > job.Policy.Grace+time.Second {
+		t.Errorf("run took %v: the leftover was not stopped within the %v grace", took, job.Policy.Grace)
+	}
+	assertDead(t, pidFile)
+	assertFree(t, store, "job")
+}
+
+func assertDead(t *testing.T, pidFile string) {
+	t.Helper()
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("descendant %d still exists after the run (kill 0: %v)", pid, err)
+	}
+}
+
+func TestBusyAndTimeout(t *testing.T) {
+	store := memory.New()
+	held, err := store.Acquire(t.Context(), "job", backend.AcquireOptions{TTL: time.Minute, Holder: "other", RunID: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(context.Background())
+	marker := filepath.Join(t.TempDir(), "ran")
+	job := testJob(t, store, "touch "+marker)
+	job.Busy = 42
+	exit := wantExit(t, Run(t.Context(), job), 42)
+	if !strings.Contains(exit.Error(), "other") {
+		t.Errorf("busy error %q does not name the holder", exit)
+	}
+	job.Lease.Wait, job.Timeout = true, 300*time.Millisecond
+	begin := time.Now()
+	wantExit(t, Run(t.Context(), job), 42)
+	if took := time.Since(begin); took < job.Timeout || took > job.Timeout+time.Second {
+		t.Errorf("--timeout %v gave up after %v", job.Timeout, took)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the command ran without the lock")
+	}
+}
+
+// locker is a Locker whose Acquire is a function.
+type locker func(ctx context.Context) (backend.Lease, error)
+
+func (f locker) Acquire(ctx context.Context, _ string, _ backend.AcquireOptions) (backend.Lease, error) {
+	return f(ctx)
+}
+
+func TestUnreachableBackendExits69AfterBoundedRetries(t *testing.T) {
+	calls := 0
+	job := testJob(t, locker(func(context.Context) (backend.Lease, error) {
+		calls++
+		return nil, backend.ErrUnavailable
+	}), "true")
+	begin := time.Now()
+	wantExit(t, Run(t.Context(), job), ExitUnavailable)
+	if calls != connectAttempts || time.Since(begin) > 5*time.Second {
+		t.Errorf("%d attempts in %v, want %d within seconds", calls, time.Since(begin), connectAttempts)
+	}
+}
+
+// An acquire that fails slowly (a call that times out) is still one of a
+// bounded run of failures when lockrun does not wait: exit 69, not retries
+// for ever.
+func TestSlowFailuresAreRetriedABoundedNumberOfTimes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		calls := 0
+		job := testJob(t, locker(func(context.Context) (backend.Lease, error) {
+			if calls++; calls > 10 {
+				return nil, errors.New("retried for ever")
+			}
+			time.Sleep(2 * waitedLong)
+			return nil, backend.ErrUnavailable
+		}), "true")
+		_, err := acquire(t.Context(), job, make(chan os.Signal))
+		wantExit(t, err, ExitUnavailable)
+		if calls != connectAttempts {
+			t.Errorf("%d attempts, want %d", calls, connectAttempts)
+		}
+	})
+}
+
+// staleLease was granted a whole TTL before its reply arrived.
+type staleLease struct {
+	backend.Lease
+	released *int
+}
+
+func (l staleLease) Start() time.Time                  { return time.Now().Add(-l.TTL()) }
+func (l staleLease) Release(ctx context.Context) error { *l.released++; return nil }
+
+func TestLateGrantNeverStartsTheCommand(t *testing.T) {
+	store := memory.New()
+	released := 0
+	marker := filepath.Join(t.TempDir(), "ran")
+	job := testJob(t, nil, "touch "+marker)
+	job.Locker = locker(func(ctx context.Context) (backend.Lease, error) {
+		store.Expire("job")
+		l, err := store.Acquire(ctx, "job", job.Lease)
+		return staleLease{l, &released}, err
+	})
+	wantExit(t, Run(t.Context(), job), ExitUnavailable)
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the command ran on a lease that was already too old")
+	}
+	if released != connectAttempts {
+		t.Errorf("%d late leases released, want %d", released, connectAttempts)
+	}
+}
+
+func TestSignalsAreForwarded(t *testing.T) {
+	ready := filepath.Join(t.TempDir(), "ready")
+	job := testJob(t, memory.New(), "trap 'exit 7' USR1; touch "+ready+"; while :; do sleep 0.01; done")
+	go func() {
+		for range 500 {
+			if _, err := os.Stat(ready); err == nil {
+				syscall.Kill(os.Getpid(), syscall.SIGUSR1)
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	wantExit(t, Run(t.Context(), job), 7)
+}
+
+func TestCommandThatCannotStart(t *testing.T) {
+	store := memory.New()
+	job := testJob(t, store, "")
+	job.Path, job.Args = "/nonexistent/cmd", []string{"cmd"}
+	wantExit(t, Run(t.Context(), job), ExitNotFound)
+	assertFree(t, store, "job")
+	job.Path, job.Args = "/etc/passwd", []string{"/etc/passwd"}
+	wantExit(t, Run(t.Context(), job), ExitCannotExec)
+	assertFree(t, store, "job")
+}
+
+func TestResolve(t *testing.T) {
+	if p, err := Resolve("sh"); err != nil || !filepath.IsAbs(p) {
+		t.Errorf("Resolve(sh) = %q, %v", p, err)
+	}
+	for name, code := range map[string]int{"no-such-command-here": ExitNotFound, "/etc/passwd": ExitCannotExec, "/etc": ExitCannotExec} {
+		_, err := Resolve(name)
+		wantExit(t, err, code)
+	}
+}
+
+// Only a missing command is 127 and only exec's refusal 126: a system out
+// of processes or memory must not send the operator looking for a typo.
+func TestStartErrorStatus(t *testing.T) {
+	for err, code := range map[error]int{
+		&fs.PathError{Op: "fork/exec", Path: "/x", Err: syscall.ENOENT}:  ExitNotFound,
+		&fs.PathError{Op: "fork/exec", Path: "/x", Err: syscall.ENOTDIR}: ExitNotFound,
+		&fs.PathError{Op: "fork/exec", Path: "/x", Err: syscall.EACCES}:  ExitCannotExec,
+		&fs.PathError{Op: "fork/exec", Path: "/x", Err: syscall.ETXTBSY}: ExitCannotExec,
+		&fs.PathError{Op: "fork/exec", Path: "/x", Err: syscall.E2BIG}:   ExitCannotExec,
+		&fs.PathError{Op: "fork/exec", Path: "/x", Err: syscall.EAGAIN}:  ExitSoftware,
+		&fs.PathError{Op: "fork/exec", Path: "/x", Err: syscall.ENOMEM}:  ExitSoftware,
+		fmt.Errorf("becoming a child subreaper: %w", syscall.EINVAL):     ExitSoftware,
+	} {
+		got := startError("x", err)
+		wantExit(t, got, code)
+		if code != ExitNotFound && !errors.Is(got, errors.Unwrap(err)) && !errors.Is(got, err) {
+			t.Errorf("startError(%v) = %v: the cause is lost", err, got)
+		}
+	}
+}
+
+// A lockrun frozen or killed just after starting the command may not have
+// told its watchdog the command's group yet: the watchdog must find the
+// command among lockrun's descendants all the same.
+func TestWatchdogKillsACommandItWasNotToldOf(t *testing.T) {
+	cmd := exec.Command("/bin/sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	died := make(chan error, 1)
+	go func() { died <- cmd.Wait() }()
+	killTree(0, os.Getpid(), "")
+	select {
+	case err := <-died:
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
+			t.Errorf("command ended with %v, want SIGKILL", err)
+		}
+	case <-time.After(5 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("the command outlived the watchdog's kill")
+	}
+}

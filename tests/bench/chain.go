@@ -1,0 +1,182 @@
+package bench
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/lockrun/lockrun/internal/procfs"
+)
+
+// jobHold is how long each queued contender's command holds the lock: a
+// short job. It gives the next in line the time that any real job gives it
+// to get ready (the postgres backend, for one, connects a session to
+// listen on when it reaches the front of the line), so that a hand-off
+// measures the hand-off alone.
+const jobHold = "20ms"
+
+// chain is one drained queue: a holder whose command waits at a gate, n
+// contenders queued behind it, then the gate opens and each command runs
+// in turn, as soon as the one before it ended.
+type chain struct {
+	handoffs samples // each command's start − the previous one's end
+	requests int64   // server requests from the gate's opening to the last exit
+	// slope is how many times a waiting tool process woke per hand-off it
+	// waited through (least squares over the waiters): 0 when a release
+	// wakes the next in line alone, about 2 or more per herd or poll.
+	slope float64
+}
+
+// stampLine is what one stamp logged.
+type stampLine struct {
+	start, end int64 // CLOCK_REALTIME ns
+	parent     int   // the tool that ran it
+	wakeups    int64 // the tool's context switches when it started
+}
+
+// runChain queues n contenders of tl behind a holder on a new key, opens
+// the gate and waits for the queue to drain. served counts the server's
+// requests (nil: no server).
+func (e *env) runChain(tl tool, n int, served func() int64) (chain, error) {
+	key := e.key("chain")
+	log, gate := filepath.Join(e.dir, key+".log"), filepath.Join(e.dir, key+".gate")
+	if err := syscall.Mkfifo(gate, 0o600); err != nil {
+		return chain{}, err
+	}
+	holder, err := startStamped(tl.cmd(key, 0, e.stampArgs("-gate", gate, "-log", log)...))
+	if err != nil {
+		return chain{}, err
+	}
+	var waiters []*exec.Cmd
+	defer func() {
+		for _, w := range waiters {
+			_ = w.Wait()
+		}
+		_ = holder.cmd.Wait()
+	}()
+	for range n {
+		argv := tl.cmd(key, 0, e.stampArgs("-hold", jobHold, "-log", log, "-parent-wakeups")...)
+		w := exec.Command(argv[0], argv[1:]...)
+		if err := w.Start(); err != nil {
+			holder.kill()
+			return chain{}, describe(argv, err)
+		}
+		waiters = append(waiters, w)
+	}
+	if err := e.waitQueued(tl, key, n); err != nil {
+		holder.kill()
+		return chain{}, err
+	}
+	queued := make(map[int]int64, n) // each waiter's context switches so far
+	for _, w := range waiters {
+		queued[w.Process.Pid] = procfs.Switches(w.Process.Pid)
+	}
+	before := count(served)
+	if err := open(gate); err != nil {
+		return chain{}, err
+	}
+	for _, w := range waiters {
+		if err := w.Wait(); err != nil {
+			return chain{}, describe(w.Args, err)
+		}
+	}
+	waiters = nil
+	return drained(log, n, count(served)-before, queued)
+}
+
+// count calls served, or returns 0 when there is no server to ask.
+func count(served func() int64) int64 {
+	if served == nil {
+		return 0
+	}
+	return served()
+}
+
+// open lets the holder's stamp through its gate.
+func open(gate string) error {
+	f, err := os.OpenFile(gate, os.O_WRONLY, 0) // the stamp is blocked reading it
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// settle is how long contenders that keep no queue get to start polling.
+func settle(n int) time.Duration { return 300*time.Millisecond + time.Duration(n)*10*time.Millisecond }
+
+// waitQueued waits until n contenders wait on key (or, for a tool that
+// polls, for them to have started).
+func (e *env) waitQueued(tl tool, key string, n int) error {
+	if tl.queued == nil {
+		time.Sleep(settle(n))
+		return nil
+	}
+	for deadline := time.Now().Add(30 * time.Second); tl.queued(key) < n; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: %d of %d contenders queued on %s after 30s", tl.name, tl.queued(key), n, key)
+		}
+	}
+	return nil
+}
+
+// drained reads a drained chain's stamps in the order they ran; queued
+// holds each waiter's context switches when the gate opened.
+func drained(log string, n int, requests int64, queued map[int]int64) (chain, error) {
+	lines, err := readStamps(log)
+	if err != nil {
+		return chain{}, err
+	}
+	if len(lines) != n+1 {
+		return chain{}, fmt.Errorf("%s: %d commands ran, want %d", log, len(lines), n+1)
+	}
+	slices.SortFunc(lines, func(a, b stampLine) int { return int(a.start - b.start) })
+	c := chain{requests: requests}
+	for i := 1; i < len(lines); i++ {
+		if lines[i].start < lines[i-1].end {
+			return chain{}, fmt.Errorf("%s: two commands ran at once", log)
+		}
+		c.handoffs = append(c.handoffs, time.Duration(lines[i].start-lines[i-1].end))
+	}
+	c.slope = slope(lines[1:], queued)
+	return c, nil
+}
+
+// slope fits w = a + slope·i over the waiters in the order they ran, where
+// w is how often the waiter's tool woke between the gate's opening and its
+// turn.
+func slope(waiters []stampLine, queued map[int]int64) float64 {
+	n := float64(len(waiters))
+	if n < 2 {
+		return 0
+	}
+	var sx, sy, sxx, sxy float64
+	for i, w := range waiters {
+		x, y := float64(i), float64(w.wakeups-queued[w.parent])
+		sx, sy, sxx, sxy = sx+x, sy+y, sxx+x*x, sxy+x*y
+	}
+	return (n*sxy - sx*sy) / (n*sxx - sx*sx)
+}
+
+func readStamps(path string) ([]stampLine, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []stampLine
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var l stampLine
+		var pid int
+		if _, err := fmt.Sscan(sc.Text(), &l.start, &l.end, &pid, &l.parent, &l.wakeups); err != nil {
+			return nil, fmt.Errorf("%s: %q: %w", path, sc.Text(), err)
+		}
+		out = append(out, l)
+	}
+	return out, sc.Err()
+}

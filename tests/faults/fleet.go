@@ -1,0 +1,169 @@
+package faults
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/lockrun/lockrun/internal/procfs"
+)
+
+// Fleet is a set of competitors, each running `lockrun run --wait` on the
+// same key in a loop until the case ends.
+type Fleet struct {
+	Lockrun     string        // the binary under test
+	Child       string        // the command it runs (this test binary)
+	Backend     string        // backend URL, usually through a proxy
+	Key         string        // the contested key
+	TTL         time.Duration // --ttl
+	Hold        time.Duration // how long each command writes
+	Mode        string        // the child's mode: "", "stubborn", "escape"
+	Competitors int
+	Oracle      *Oracle
+
+	mu       sync.Mutex
+	attempts []*Attempt
+}
+
+// Attempt is one lockrun process as the harness saw it.
+type Attempt struct {
+	PID      int       // lockrun's pid
+	Token    uint64    // 0 if it never got the lock
+	Acquired time.Time // when lockrun logged the acquisition
+	Exit     int       // its exit status; -1 while running
+	Ended    time.Time
+	Log      []string // what it printed that was not a debug record
+}
+
+// Run runs the competitors until ctx ends, then waits for every lockrun
+// to finish (or kills it after the TTL and a little more).
+func (f *Fleet) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for i := range f.Competitors {
+		wg.Go(func() {
+			time.Sleep(time.Duration(i) * time.Millisecond)
+			for ctx.Err() == nil {
+				f.once(ctx)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// once runs one lockrun to its end.
+func (f *Fleet) once(ctx context.Context) {
+	cmd := exec.Command(f.Lockrun, "run", "--wait", "--timeout", "20s", "-v", "--log-format", "json",
+		"--ttl", f.TTL.String(), "--backend", f.Backend, f.Key, "--", f.Child)
+	cmd.Env = append(os.Environ(), envOracle+"="+f.Oracle.Addr(), envHold+"="+f.Hold.String(), envMode+"="+f.Mode)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return
+	}
+	if err := cmd.Start(); err != nil {
+		return
+	}
+	a := &Attempt{PID: cmd.Process.Pid, Exit: -1}
+	f.mu.Lock()
+	f.attempts = append(f.attempts, a)
+	f.mu.Unlock()
+	// Once the case is over, every lockrun is told to stop (lockrun
+	// forwards SIGTERM to its command); a command that ignores it is
+	// killed, and lockrun ends as it would for any command.
+	stop := context.AfterFunc(ctx, func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		time.AfterFunc(2*time.Second, func() {
+			for _, pid := range procfs.Descendants(cmd.Process.Pid) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		})
+	})
+	defer stop()
+	f.read(a, stderr)
+	err = cmd.Wait()
+	f.mu.Lock()
+	a.Ended, a.Exit = time.Now(), 0
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		a.Exit = exit.ExitCode()
+		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			a.Exit = 128 + int(ws.Signal())
+		}
+	}
+	f.mu.Unlock()
+}
+
+// read follows lockrun's JSON log for the acquisition, and keeps the
+// records that are not debug chatter.
+func (f *Fleet) read(a *Attempt, r interface{ Read([]byte) (int, error) }) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line := sc.Text()
+		var rec struct {
+			Time  time.Time `json:"time"`
+			Level string    `json:"level"`
+			Msg   string    `json:"msg"`
+			Token string    `json:"token"`
+		}
+		if json.Unmarshal([]byte(line), &rec) != nil {
+			f.note(a, line)
+			continue
+		}
+		if rec.Msg == "lock acquired" {
+			tok, _ := strconv.ParseUint(rec.Token, 10, 64)
+			f.Oracle.Granted(tok)
+			f.mu.Lock()
+			a.Token, a.Acquired = tok, rec.Time
+			f.mu.Unlock()
+		} else if rec.Level != "DEBUG" || strings.Contains(line, "too late to run") {
+			f.note(a, line)
+		}
+	}
+}
+
+func (f *Fleet) note(a *Attempt, line string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	a.Log = append(a.Log, line)
+}
+
+// Attempts returns a copy of every attempt so far.
+func (f *Fleet) Attempts() []Attempt {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]Attempt, len(f.attempts))
+	for i, a := range f.attempts {
+		out[i] = *a
+	}
+	return out
+}
+
+// Holder waits until some lockrun holds the lock and its command has
+// started, and returns that lockrun and the command's run.
+func (f *Fleet) Holder(ctx context.Context) (Attempt, life, error) {
+	return f.HolderSince(ctx, time.Time{})
+}
+
+// HolderSince is Holder for a command that started after since.
+func (f *Fleet) HolderSince(ctx context.Context, since time.Time) (Attempt, life, error) {
+	for ctx.Err() == nil {
+		for _, a := range f.Attempts() {
+			if a.Token == 0 || a.Exit != -1 {
+				continue
+			}
+			if l, ok := f.Oracle.lifeOf(a.Token); ok && l.end.IsZero() && l.start.After(since) {
+				return a, l, nil
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return Attempt{}, life{}, fmt.Errorf("no holder with a running command: %w", ctx.Err())
+}
