@@ -30,6 +30,15 @@ var (
 	// ErrInvalidOptions means AcquireOptions break the rules of
 	// ValidateRequest.
 	ErrInvalidOptions = errors.New("invalid acquire options")
+	// ErrPermission means the backend refused who we are or what we asked:
+	// a wrong password, an unknown role, an ACL, a file we may not write.
+	// Retrying will not help; lockrun exits 77 (EX_NOPERM).
+	ErrPermission = errors.New("permission denied")
+	// ErrConfig means the backend is reachable but not set up for lockrun
+	// as configured: a missing database, a lease table of another shape, a
+	// wrong server kind. Retrying will not help; lockrun exits 78
+	// (EX_CONFIG).
+	ErrConfig = errors.New("backend configuration error")
 )
 
 // Token is a fencing token: per key, every token a backend issues is
@@ -82,6 +91,21 @@ type AcquireOptions struct {
 	Holder string        // who is taking the lock, e.g. "host:pid"
 	RunID  string        // unique per run, required, no blanks; recorded beside the holder
 	Wait   bool          // block until the lock is taken or ctx ends
+	// MinHold keeps the lock taken until at least the grant plus MinHold,
+	// even when the lease is released sooner (cron on a fleet: a fast job
+	// must not run again on a host whose cron fires a little later).
+	// Release then leaves the key held by this lease's holder until that
+	// time, on the store's own expiry; 0 releases at once.
+	MinHold time.Duration
+	Info    HolderInfo // recorded with the lease for status and list
+}
+
+// HolderInfo is what a holder records about itself for operators. Stores
+// keep it as given; anything printed from it must go through Escape.
+type HolderInfo struct {
+	User    string `json:"user,omitempty"`    // the OS user that runs lockrun
+	Command string `json:"command,omitempty"` // the command line, shell-quoted, possibly shortened
+	CIURL   string `json:"ci_url,omitempty"`  // the CI job's URL when run by a CI system
 }
 
 // Status describes a key as Inspect sees it.
@@ -92,6 +116,11 @@ type Status struct {
 	RunID  string        // empty when not held
 	Token  Token         // the holder's token, or the last one issued when free
 	TTL    time.Duration // lease time left when held and known; 0 otherwise
+	// Since is when the current holder was granted the lock, and Renewed
+	// when it last renewed (Since until then); zero when not held or not
+	// known.
+	Since, Renewed time.Time
+	Info           HolderInfo // the holder's record; empty when not held
 }
 
 // HeldError is returned by Acquire when the lock is taken; it wraps ErrHeld.
