@@ -14,6 +14,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/lockrun/lockrun/internal/app"
 )
 
 func main() {
@@ -22,5 +24,5 @@ func main() {
 	// handler rather than SIG_IGN: the command still starts with SIGPIPE's
 	// default action.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	os.Exit(Main(context.Background(), os.Args, os.Stdin, os.Stdout, os.Stderr))
+	os.Exit(app.Main(context.Background(), os.Args, os.Stdin, os.Stdout, os.Stderr))
 }

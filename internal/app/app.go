@@ -1,4 +1,7 @@
-package main
+// Package app is lockrun's command line: the urfave/cli definition, flags and
+// their LOCKRUN_* variables, subcommands and the one exit-code table. The
+// program in cmd/lockrun only calls Main and exits.
+package app
 
 import (
 	"context"
@@ -15,7 +18,7 @@ import (
 	"github.com/lockrun/lockrun/internal/runner"
 )
 
-// version is set at release time with -ldflags "-X main.version=v1.2.3".
+// version is set at release time with -ldflags "-X github.com/lockrun/lockrun/internal/app.version=v1.2.3".
 var version = ""
 
 // Main runs lockrun with args and returns the status to exit with.
