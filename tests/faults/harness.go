@@ -88,6 +88,9 @@ func judge(r *Result, c Case, a *attack, attempts []Attempt) {
 	if r.TokenRegressions > 0 {
 		r.failf("%d tokens did not grow", r.TokenRegressions)
 	}
+	if r.NewerRefused > 0 {
+		r.failf("%d writes of newer runs refused by the fence: their tokens were below an older run's", r.NewerRefused)
+	}
 	if r.Orphans > 0 {
 		r.failf("%d runs left processes behind", r.Orphans)
 	}

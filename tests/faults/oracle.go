@@ -21,33 +21,41 @@ import (
 // accepted. The connection's first line marks the run's start and its EOF,
 // when the last process holding it has died, the run's end.
 //
-// Whether an older run is still alive when a newer one writes, or when a
-// newer token is granted, is read from the kernel (the TCP state of the
-// older run's connection: the last process holding it closes it as it
-// dies), not from timestamps taken by goroutines that may run late.
+// Every write is judged under the store's mutex, in the order the store
+// took it (a sequence number), as a real fenced store would: timestamps
+// taken by the goroutines that read the lines order nothing, since the
+// goroutine that read first may take the mutex last. Whether an older run
+// is still alive when a newer one writes, or when a newer token is
+// granted, is read from the kernel (the TCP state of the older run's
+// connection: the last process holding it closes it as it dies).
 type Oracle struct {
 	ln net.Listener
 
 	mu       sync.Mutex
-	fence    uint64
-	writes   []write
+	seq      uint64           // writes taken so far
+	fence    uint64           // the highest token accepted
+	fencer   *life            // the run whose write set the fence
+	latest   map[uint64]*life // per token, the run that started last with it
+	counted  storeCounts
 	lives    []*life
 	overlaps map[[2]uint64]bool // older, newer token: older alive when newer wrote
 	late     map[[2]uint64]bool // older, newer token: older alive when newer was granted
 	wg       sync.WaitGroup
 }
 
-type write struct {
-	token    uint64
-	at       time.Time
-	accepted bool
+// storeCounts are the store's verdicts on the writes it took.
+type storeCounts struct {
+	staleAccepted int // accepted from a run older than another run with its token
+	staleRejected int // refused: an older run's write after a newer run's token
+	newerRefused  int // refused from a run newer than the one that set the fence
 }
 
 // life is one command run as the oracle saw it.
 type life struct {
 	token      uint64
 	pid        int
-	start, end time.Time // end is zero while the run is alive
+	seq        uint64    // the store's number for the run's first write: runs are ordered by it
+	start, end time.Time // when the first line was read and the connection closed; end is zero while the run is alive
 	conn       net.Conn
 }
 
@@ -57,7 +65,7 @@ func NewOracle() (*Oracle, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &Oracle{ln: ln, overlaps: make(map[[2]uint64]bool), late: make(map[[2]uint64]bool)}
+	o := &Oracle{ln: ln, latest: make(map[uint64]*life), overlaps: make(map[[2]uint64]bool), late: make(map[[2]uint64]bool)}
 	o.wg.Add(1)
 	go o.serve()
 	return o, nil
@@ -100,24 +108,50 @@ func (o *Oracle) handle(c net.Conn) {
 		if !ok {
 			continue
 		}
-		now := time.Now()
-		o.mu.Lock()
-		if l == nil {
-			l = &life{token: token, pid: pid, start: now, conn: c}
-			o.lives = append(o.lives, l)
-		}
-		o.probeLocked(token, o.overlaps)
-		w := write{token: token, at: now, accepted: token >= o.fence}
-		if w.accepted {
-			o.fence = token
-		}
-		o.writes = append(o.writes, w)
-		o.mu.Unlock()
+		l = o.record(c, l, token, pid, time.Now())
 	}
 	if l != nil {
 		o.mu.Lock()
 		l.end = time.Now()
 		o.mu.Unlock()
+	}
+}
+
+// record offers one write of the run l (nil for the connection's first
+// line) to the store and returns the run. now is when the line was read:
+// it dates the run's start for the faults, and orders nothing.
+func (o *Oracle) record(c net.Conn, l *life, token uint64, pid int, now time.Time) *life {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.seq++
+	if l == nil {
+		l = &life{token: token, pid: pid, seq: o.seq, start: now, conn: c}
+		o.lives = append(o.lives, l)
+		o.latest[token] = l
+	}
+	o.probeLocked(token, o.overlaps)
+	o.judgeLocked(l, token)
+	return l
+}
+
+// judgeLocked accepts or refuses a write of run l with token, as a fenced
+// store does, and counts the verdict. A run is newer than another when
+// its first write was taken later. Callers hold o.mu.
+func (o *Oracle) judgeLocked(l *life, token uint64) {
+	switch {
+	case token >= o.fence:
+		// Accepted. Only a newer run with the same token can make it
+		// stale: a newer run with a higher one has raised the fence.
+		if o.latest[token] != l {
+			o.counted.staleAccepted++
+		}
+		if token > o.fence || o.fencer == nil || l.seq > o.fencer.seq {
+			o.fence, o.fencer = token, l
+		}
+	case l.seq < o.fencer.seq:
+		o.counted.staleRejected++ // a zombie's write, turned away
+	default:
+		o.counted.newerRefused++ // a newer run with a lower token
 	}
 }
 
@@ -164,22 +198,22 @@ func established(c net.Conn) bool {
 	return state == unix.BPF_TCP_ESTABLISHED
 }
 
-// counts returns the overlaps and late kills seen.
-func (o *Oracle) counts() (overlaps, late int) {
+// counts returns the overlaps and late kills seen, and the store's verdicts.
+func (o *Oracle) counts() (overlaps, late int, store storeCounts) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return len(o.overlaps), len(o.late)
+	return len(o.overlaps), len(o.late), o.counted
 }
 
-// snapshot returns copies of the lives and writes seen so far.
-func (o *Oracle) snapshot() ([]life, []write) {
+// snapshot returns copies of the runs seen so far.
+func (o *Oracle) snapshot() []life {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	lives := make([]life, len(o.lives))
 	for i, l := range o.lives {
 		lives[i] = *l
 	}
-	return lives, append([]write(nil), o.writes...)
+	return lives
 }
 
 // lifeOf returns the run with token, if it has started.

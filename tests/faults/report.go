@@ -5,7 +5,6 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"time"
 )
 
 // Result counts what went wrong in one run of one case on one backend.
@@ -13,9 +12,11 @@ type Result struct {
 	Backend, Case    string
 	Runs             int // commands that started
 	Overlaps         int // pairs of runs: the older alive when the newer wrote
-	StaleAccepted    int // writes accepted with a token older than a started run's
+	StaleAccepted    int // writes the fenced store accepted from a run older than another with the same token
+	StaleRejected    int // writes the fenced store refused: a run's write after a newer run's higher token
 	LateKills        int // pairs of runs: the older alive when the newer was granted
 	TokenRegressions int // grants whose token did not exceed the previous one
+	NewerRefused     int // writes refused from a run newer than the one that set the fence (tokens went back)
 	LostExits        int // lockruns that exited 76
 	Refusals         int // lockruns that gave a late grant back
 	Orphans          int // runs whose processes outlived the case
@@ -24,18 +25,14 @@ type Result struct {
 
 // analyze computes a Result from what the oracle and the fleet saw.
 func analyze(o *Oracle, attempts []Attempt) Result {
-	lives, writes := o.snapshot()
 	var r Result
-	r.Runs = len(lives)
-	r.Overlaps, r.LateKills = o.counts()
+	lives := o.snapshot()
+	overlaps, late, store := o.counts()
+	r.Runs, r.Overlaps, r.LateKills = len(lives), overlaps, late
+	r.StaleAccepted, r.StaleRejected, r.NewerRefused = store.staleAccepted, store.staleRejected, store.newerRefused
 	for _, l := range lives {
 		if l.end.IsZero() {
 			r.Orphans++
-		}
-	}
-	for _, w := range writes {
-		if w.accepted && startedAbove(lives, w.token, w.at) {
-			r.StaleAccepted++
 		}
 	}
 	grants := make([]Attempt, 0, len(attempts))
@@ -69,32 +66,21 @@ func refused(a Attempt) bool {
 	return false
 }
 
-// startedAbove tells whether a run with a token above token had started
-// before at.
-func startedAbove(lives []life, token uint64, at time.Time) bool {
-	for _, l := range lives {
-		if l.token > token && l.start.Before(at) {
-			return true
-		}
-	}
-	return false
-}
-
 func (r *Result) failf(format string, a ...any) {
 	r.Failures = append(r.Failures, fmt.Sprintf(format, a...))
 }
 
 // printTable writes results as a markdown table.
 func printTable(w io.Writer, results []Result) {
-	fmt.Fprintln(w, "| backend | case | runs | overlaps | stale_accepted | late_kills | token_regressions | lost_exits | refusals | orphans | verdict |")
-	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	fmt.Fprintln(w, "| backend | case | runs | overlaps | stale_accepted | stale_rejected | late_kills | token_regressions | lost_exits | refusals | orphans | verdict |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, r := range results {
 		verdict := "ok"
 		if len(r.Failures) > 0 {
 			verdict = "FAIL: " + strings.Join(r.Failures, "; ")
 		}
-		fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %s |\n", r.Backend, r.Case, r.Runs,
-			r.Overlaps, r.StaleAccepted, r.LateKills, r.TokenRegressions, r.LostExits, r.Refusals, r.Orphans, verdict)
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %s |\n", r.Backend, r.Case, r.Runs,
+			r.Overlaps, r.StaleAccepted, r.StaleRejected, r.LateKills, r.TokenRegressions, r.LostExits, r.Refusals, r.Orphans, verdict)
 	}
 }
 
@@ -105,9 +91,10 @@ func summary(results []Result) string {
 		t.Runs += r.Runs
 		t.Overlaps += r.Overlaps
 		t.StaleAccepted += r.StaleAccepted
+		t.StaleRejected += r.StaleRejected
 		t.LateKills += r.LateKills
 		t.LostExits += r.LostExits
 	}
-	return fmt.Sprintf("faults: runs=%d overlaps=%d stale_accepted=%d late_kills=%d lost_exits=%d",
-		t.Runs, t.Overlaps, t.StaleAccepted, t.LateKills, t.LostExits)
+	return fmt.Sprintf("faults: runs=%d overlaps=%d stale_accepted=%d stale_rejected=%d late_kills=%d lost_exits=%d",
+		t.Runs, t.Overlaps, t.StaleAccepted, t.StaleRejected, t.LateKills, t.LostExits)
 }
