@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,41 +16,100 @@ import (
 )
 
 var (
-	duration = flag.Duration("faults.duration", 4*time.Second, "how long each case runs on each backend")
+	duration = flag.Duration("faults.duration", 2*time.Second, "how long each case runs on each backend")
 	only     = flag.String("faults.backends", "", "comma-separated backends to attack (default: all)")
 	cases    = flag.String("faults.cases", "", "comma-separated case numbers to run (default: all)")
+	hog      = flag.Bool("faults.hog", false, "run every case beside a busy loop on every core")
+	unfixed  = flag.Bool("faults.unfixed", false, "also run the cases marked Unfixed, which fail until issue 11's safety fixes land")
 )
 
 // TestFaults runs every case on every backend and fails on any overlap
 // where lockrun's timers ran, any stale write accepted, any late kill, any
-// orphan, and any fault that did not bite.
+// orphan, and any fault that did not bite. The backends are attacked at
+// the same time, each its cases one after the other.
 func TestFaults(t *testing.T) {
-	lockrun := lockruntest.Binary(t)
-	child := lockruntest.Build(t, "tests/faults/faultchild")
-	var results []Result
-	for _, tg := range targets(t) {
+	hooked := anyCase(func(c Case) bool { return c.Hooked })
+	lockruntest.Prebuild("cmd/lockrun") // the builds run beside each other and the servers' start
+	lockruntest.Prebuild("tests/faults/faultchild")
+	if hooked {
+		lockruntest.Prebuild("cmd/lockrun", "testhooks")
+	}
+	tgs := targets(t)
+	bins := Binaries{Lockrun: lockruntest.Binary(t), Child: lockruntest.Build(t, "tests/faults/faultchild")}
+	if hooked {
+		bins.Hooked = lockruntest.BuildTags(t, "cmd/lockrun", "testhooks")
+	}
+	var (
+		mu      sync.Mutex
+		results = map[string][]Result{}
+	)
+	started := time.Now()
+	// Not t.Parallel: that would run only GOMAXPROCS backends at a time.
+	var wg sync.WaitGroup
+	for _, tg := range tgs {
 		if !selected(*only, tg.Name) {
 			continue
 		}
-		for _, c := range Cases {
-			if !selected(*cases, c.Name[:strings.IndexByte(c.Name, '-')]) || c.Net && tg.Proxy == nil || c.Fault == nil && c.Name != "1-no-fault" {
-				continue
-			}
-			if (c.Name == "4-server-freeze-restart") && tg.Server == nil {
-				continue
-			}
-			t.Run(tg.Name+"/"+c.Name, func(t *testing.T) {
-				r := Run(tg, c, lockrun, child, *duration)
-				results = append(results, r)
-				for _, f := range r.Failures {
-					t.Error(f)
+		wg.Go(func() {
+			t.Run(tg.Name, func(t *testing.T) {
+				for _, c := range Cases {
+					if applies(c, tg) {
+						c.Hog = c.Hog || *hog
+						t.Run(c.Name, func(t *testing.T) {
+							r := Run(tg, c, bins, *duration)
+							mu.Lock()
+							results[tg.Name] = append(results[tg.Name], r)
+							mu.Unlock()
+							for _, f := range r.Failures {
+								t.Error(f)
+							}
+						})
+					}
 				}
 			})
+		})
+	}
+	wg.Wait()
+	report(t, tgs, results, started)
+}
+
+// wanted tells whether c is selected by the flags.
+func wanted(c Case) bool {
+	return selected(*cases, c.Name[:strings.IndexByte(c.Name, '-')]) && (!c.Unfixed || *unfixed)
+}
+
+// applies tells whether c is wanted and can run against tg.
+func applies(c Case, tg Target) bool {
+	switch {
+	case !wanted(c), c.Net && tg.Proxy == nil, c.Fault == nil && !c.Quiet:
+		return false
+	case c.Name == "4-server-freeze-restart" && tg.Server == nil:
+		return false
+	}
+	return true
+}
+
+// anyCase tells whether a wanted case has property p.
+func anyCase(p func(Case) bool) bool {
+	for _, c := range Cases {
+		if p(c) && wanted(c) {
+			return true
 		}
 	}
-	printTable(os.Stdout, results)
-	t.Log(summary(results))
-	os.Stdout.WriteString(summary(results) + "\n")
+	return false
+}
+
+// report prints the table of the results, backend by backend in order,
+// under a line that says when, where and on which commit they were taken.
+func report(t *testing.T, tgs []Target, results map[string][]Result, started time.Time) {
+	var all []Result
+	for _, tg := range tgs {
+		all = append(all, results[tg.Name]...)
+	}
+	os.Stdout.WriteString(provenance(started, *duration, *hog) + "\n\n")
+	printTable(os.Stdout, all)
+	t.Log(summary(all))
+	os.Stdout.WriteString("\n" + summary(all) + "\n")
 }
 
 func selected(list, name string) bool {

@@ -8,11 +8,19 @@ import (
 
 // attack is one case running against one target.
 type attack struct {
-	tg       Target
-	fleet    *Fleet
-	duration time.Duration
-	res      *Result
-	phase    time.Time // when a two-phase fault switched phase
+	tg        Target
+	fleet     *Fleet
+	duration  time.Duration
+	res       *Result
+	phase     time.Time       // when a two-phase fault switched phase
+	fleetDone <-chan struct{} // closed once every lockrun of the fleet has ended
+}
+
+// Binaries are the programs a case runs.
+type Binaries struct {
+	Lockrun string // the binary under test
+	Hooked  string // the same, built with the testhooks tag (for Case.Hooked)
+	Child   string // the command, tests/faults/faultchild
 }
 
 // waitEnd waits until the run with token has ended and returns when.
@@ -42,9 +50,8 @@ func (a *attack) nextGrant(token uint64, within time.Duration) (time.Time, bool)
 	return time.Time{}, false
 }
 
-// Run attacks tg with c for d, using lockrun and child binaries, and
-// returns what went wrong.
-func Run(tg Target, c Case, lockrun, child string, d time.Duration) Result {
+// Run attacks tg with c for d and returns what went wrong.
+func Run(tg Target, c Case, bins Binaries, d time.Duration) Result {
 	res := Result{Backend: tg.Name, Case: c.Name}
 	oracle, err := NewOracle()
 	if err != nil {
@@ -53,11 +60,19 @@ func Run(tg Target, c Case, lockrun, child string, d time.Duration) Result {
 	}
 	defer oracle.Close()
 	fleet := &Fleet{
-		Lockrun: lockrun, Child: child, Backend: tg.URL, Key: "faults-" + rand.Text()[:10],
-		TTL: tg.TTL, Hold: c.Hold, Mode: c.Mode, Competitors: c.Competitors, Oracle: oracle,
+		Lockrun: bins.Lockrun, Child: bins.Child, Backend: tg.URL, Key: "faults-" + rand.Text()[:10],
+		TTL: tg.TTL, Hold: c.Hold, Mode: c.Mode, Competitors: c.Competitors, Env: c.Env,
+		BlockStderr: c.BlockStderr, Oracle: oracle,
+	}
+	if c.Hooked {
+		fleet.Lockrun = bins.Hooked
 	}
 	d = max(d, c.MinDuration)
-	a := &attack{tg: tg, fleet: fleet, duration: d, res: &res}
+	if c.Hog {
+		defer startHog(bins.Child, d+5*time.Second)()
+	}
+	fleetDone := make(chan struct{})
+	a := &attack{tg: tg, fleet: fleet, duration: d, res: &res, fleetDone: fleetDone}
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	faultDone := make(chan struct{})
@@ -68,6 +83,7 @@ func Run(tg Target, c Case, lockrun, child string, d time.Duration) Result {
 		}
 	}()
 	fleet.Run(ctx)
+	close(fleetDone)
 	<-faultDone
 	if tg.Proxy != nil {
 		tg.Proxy.Heal()
@@ -88,9 +104,6 @@ func judge(r *Result, c Case, a *attack, attempts []Attempt) {
 	if r.TokenRegressions > 0 {
 		r.failf("%d tokens did not grow", r.TokenRegressions)
 	}
-	if r.NewerRefused > 0 {
-		r.failf("%d writes of newer runs refused by the fence: their tokens were below an older run's", r.NewerRefused)
-	}
 	if r.Orphans > 0 {
 		r.failf("%d runs left processes behind", r.Orphans)
 	}
@@ -100,7 +113,7 @@ func judge(r *Result, c Case, a *attack, attempts []Attempt) {
 	if c.MustLose && r.LostExits == 0 {
 		r.failf("the fault never made a lockrun lose its lock: it did not bite")
 	}
-	if c.Name == "1-no-fault" && (r.Runs < 10 || r.LostExits > 0) {
+	if c.Quiet && (r.Runs < 10 || r.LostExits > 0) {
 		r.failf("%d runs and %d losses without a fault", r.Runs, r.LostExits)
 	}
 	if c.Name == "5-slow-acquire-reply" && (r.Runs > 0 || r.Refusals == 0 && !anyExit(attempts, 69)) {

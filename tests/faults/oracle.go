@@ -21,21 +21,24 @@ import (
 // accepted. The connection's first line marks the run's start and its EOF,
 // when the last process holding it has died, the run's end.
 //
-// Every write is judged under the store's mutex, in the order the store
-// took it (a sequence number), as a real fenced store would: timestamps
+// Every write is judged under the store's mutex, at the moment and in the
+// order the store takes it, as a real fenced store would: timestamps
 // taken by the goroutines that read the lines order nothing, since the
 // goroutine that read first may take the mutex last. Whether an older run
 // is still alive when a newer one writes, or when a newer token is
 // granted, is read from the kernel (the TCP state of the older run's
 // connection: the last process holding it closes it as it dies).
+//
+// Which run is older is told by the tokens, not by the order in which the
+// store first heard of them: a run whose reader ran late reaches the store
+// after a newer one, as a write delayed in the network would, and is
+// refused; that tokens follow the grants is checked apart from the store.
 type Oracle struct {
 	ln net.Listener
 
 	mu       sync.Mutex
-	seq      uint64           // writes taken so far
 	fence    uint64           // the highest token accepted
-	fencer   *life            // the run whose write set the fence
-	latest   map[uint64]*life // per token, the run that started last with it
+	latest   map[uint64]*life // per token, the run that the store heard of last
 	counted  storeCounts
 	lives    []*life
 	overlaps map[[2]uint64]bool // older, newer token: older alive when newer wrote
@@ -45,17 +48,16 @@ type Oracle struct {
 
 // storeCounts are the store's verdicts on the writes it took.
 type storeCounts struct {
-	staleAccepted int // accepted from a run older than another run with its token
-	staleRejected int // refused: an older run's write after a newer run's token
-	newerRefused  int // refused from a run newer than the one that set the fence
+	staleAccepted int // accepted, but another run had the same token since
+	staleRejected int // refused: a token below one the store had accepted
 }
 
 // life is one command run as the oracle saw it.
 type life struct {
 	token      uint64
 	pid        int
-	seq        uint64    // the store's number for the run's first write: runs are ordered by it
 	start, end time.Time // when the first line was read and the connection closed; end is zero while the run is alive
+	termed     time.Time // when the command reported its first SIGTERM (mode "stubborn"); zero if none
 	conn       net.Conn
 }
 
@@ -104,11 +106,14 @@ func (o *Oracle) handle(c net.Conn) {
 	var l *life
 	sc := bufio.NewScanner(c)
 	for sc.Scan() {
-		token, pid, ok := parseWrite(sc.Text())
-		if !ok {
-			continue
+		kind, token, pid, ok := parseLine(sc.Text())
+		switch {
+		case !ok:
+		case kind == "w":
+			l = o.record(c, l, token, pid, time.Now())
+		case kind == "t" && l != nil:
+			o.termed(l, time.Now())
 		}
-		l = o.record(c, l, token, pid, time.Now())
 	}
 	if l != nil {
 		o.mu.Lock()
@@ -123,9 +128,8 @@ func (o *Oracle) handle(c net.Conn) {
 func (o *Oracle) record(c net.Conn, l *life, token uint64, pid int, now time.Time) *life {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.seq++
 	if l == nil {
-		l = &life{token: token, pid: pid, seq: o.seq, start: now, conn: c}
+		l = &life{token: token, pid: pid, start: now, conn: c}
 		o.lives = append(o.lives, l)
 		o.latest[token] = l
 	}
@@ -135,34 +139,39 @@ func (o *Oracle) record(c net.Conn, l *life, token uint64, pid int, now time.Tim
 }
 
 // judgeLocked accepts or refuses a write of run l with token, as a fenced
-// store does, and counts the verdict. A run is newer than another when
-// its first write was taken later. Callers hold o.mu.
+// store does, and counts the verdict. Callers hold o.mu.
 func (o *Oracle) judgeLocked(l *life, token uint64) {
-	switch {
-	case token >= o.fence:
-		// Accepted. Only a newer run with the same token can make it
-		// stale: a newer run with a higher one has raised the fence.
-		if o.latest[token] != l {
-			o.counted.staleAccepted++
-		}
-		if token > o.fence || o.fencer == nil || l.seq > o.fencer.seq {
-			o.fence, o.fencer = token, l
-		}
-	case l.seq < o.fencer.seq:
+	if token < o.fence {
 		o.counted.staleRejected++ // a zombie's write, turned away
-	default:
-		o.counted.newerRefused++ // a newer run with a lower token
+		return
+	}
+	o.fence = token
+	// A newer run with a higher token would have raised the fence above
+	// this one: only a run with the same token can make it stale.
+	if o.latest[token] != l {
+		o.counted.staleAccepted++
 	}
 }
 
-func parseWrite(line string) (token uint64, pid int, ok bool) {
+// parseLine reads "w TOKEN PID SEQ" (a write) or "t TOKEN PID SEQ" (the
+// command got SIGTERM).
+func parseLine(line string) (kind string, token uint64, pid int, ok bool) {
 	f := strings.Fields(line)
-	if len(f) != 4 || f[0] != "w" {
-		return 0, 0, false
+	if len(f) != 4 || f[0] != "w" && f[0] != "t" {
+		return "", 0, 0, false
 	}
 	token, err1 := strconv.ParseUint(f[1], 10, 64)
 	pid, err2 := strconv.Atoi(f[2])
-	return token, pid, err1 == nil && err2 == nil
+	return f[0], token, pid, err1 == nil && err2 == nil
+}
+
+// termed records when run l first reported a SIGTERM.
+func (o *Oracle) termed(l *life, now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if l.termed.IsZero() {
+		l.termed = now
+	}
 }
 
 // Granted records that token was granted now: every older run still

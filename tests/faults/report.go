@@ -3,8 +3,13 @@ package faults
 import (
 	"fmt"
 	"io"
+	"os/exec"
+	"runtime"
 	"sort"
 	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Result counts what went wrong in one run of one case on one backend.
@@ -12,11 +17,10 @@ type Result struct {
 	Backend, Case    string
 	Runs             int // commands that started
 	Overlaps         int // pairs of runs: the older alive when the newer wrote
-	StaleAccepted    int // writes the fenced store accepted from a run older than another with the same token
-	StaleRejected    int // writes the fenced store refused: a run's write after a newer run's higher token
+	StaleAccepted    int // writes the fenced store accepted from a run after another run had its token
+	StaleRejected    int // writes the fenced store refused: their token was below one it had accepted
 	LateKills        int // pairs of runs: the older alive when the newer was granted
 	TokenRegressions int // grants whose token did not exceed the previous one
-	NewerRefused     int // writes refused from a run newer than the one that set the fence (tokens went back)
 	LostExits        int // lockruns that exited 76
 	Refusals         int // lockruns that gave a late grant back
 	Orphans          int // runs whose processes outlived the case
@@ -29,7 +33,7 @@ func analyze(o *Oracle, attempts []Attempt) Result {
 	lives := o.snapshot()
 	overlaps, late, store := o.counts()
 	r.Runs, r.Overlaps, r.LateKills = len(lives), overlaps, late
-	r.StaleAccepted, r.StaleRejected, r.NewerRefused = store.staleAccepted, store.staleRejected, store.newerRefused
+	r.StaleAccepted, r.StaleRejected = store.staleAccepted, store.staleRejected
 	for _, l := range lives {
 		if l.end.IsZero() {
 			r.Orphans++
@@ -82,6 +86,30 @@ func printTable(w io.Writer, results []Result) {
 		fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %s |\n", r.Backend, r.Case, r.Runs,
 			r.Overlaps, r.StaleAccepted, r.StaleRejected, r.LateKills, r.TokenRegressions, r.LostExits, r.Refusals, r.Orphans, verdict)
 	}
+}
+
+// provenance is the line above the table, for the docs made from it: when
+// the run started, for how long each case ran, on which commit (with
+// "-dirty" when the tracked files differ from it), cores and kernel.
+func provenance(started time.Time, d time.Duration, hog bool) string {
+	commit := "unknown"
+	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
+		commit = strings.TrimSpace(string(out))
+		if out, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(out) > 0 {
+			commit += "-dirty"
+		}
+	}
+	kernel := "unknown"
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		kernel = unix.ByteSliceToString(u.Release[:])
+	}
+	pressure := ""
+	if hog {
+		pressure = ", every case beside a busy loop on every core"
+	}
+	return fmt.Sprintf("Fault run started %s, %v per case (longer where a case needs it), at commit `%s`, %d cores, Linux %s%s.",
+		started.UTC().Format("Mon Jan 2 15:04 MST 2006"), d, commit, runtime.NumCPU(), kernel, pressure)
 }
 
 // summary is the one line scripts read.

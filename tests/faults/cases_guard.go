@@ -1,0 +1,158 @@
+package faults
+
+import (
+	"context"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"github.com/lockrun/lockrun/internal/heartbeat"
+	"github.com/lockrun/lockrun/internal/lockruntest"
+)
+
+// The cases of this file attack lockrun's own guards (issue 11): the
+// window between the grant and the exec, the watchdog, and a stderr that
+// blocks.
+
+// hookEnv makes a lockrun built with the testhooks tag stop itself
+// (SIGSTOP) at the latest point between the grant and the exec.
+const hookEnv = "LOCKRUN_TESTHOOK=freeze-before-exec"
+
+// freezeBeforeExec keeps each lockrun that stopped itself between grant
+// and exec stopped past the TTL, then resumes it: its command must never
+// start after that, and no command may run unguarded meanwhile.
+func freezeBeforeExec(ctx context.Context, a *attack) {
+	defer a.thawUntilDone()
+	frozen := 0
+	for ctx.Err() == nil {
+		h, ok := a.selfStopped(ctx)
+		if !ok {
+			break
+		}
+		frozen++
+		sleep(ctx, a.tg.TTL*3/2)
+		full := ctx.Err() == nil
+		thawed := time.Now()
+		_ = syscall.Kill(h.PID, syscall.SIGCONT)
+		if l, ok := a.runOf(h, a.tg.TTL); ok && full {
+			a.res.failf("a command started %v after its lockrun was resumed from a %v freeze between grant and exec (ttl %v)",
+				l.start.Sub(thawed).Round(time.Millisecond), (a.tg.TTL * 3 / 2), a.tg.TTL)
+		}
+	}
+	if frozen == 0 {
+		a.res.failf("no lockrun stopped itself between grant and exec: the binary has no %s hook", hookEnv)
+	}
+}
+
+// selfStopped waits for a granted lockrun that stopped itself.
+func (a *attack) selfStopped(ctx context.Context) (Attempt, bool) {
+	for ctx.Err() == nil {
+		for _, at := range a.fleet.Attempts() {
+			if at.Token != 0 && at.Exit == -1 && stoppedState(at.PID) {
+				return at, true
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return Attempt{}, false
+}
+
+// runOf waits, at most within, for the command of h to start, and returns
+// its run; it stops waiting when h's lockrun has ended.
+func (a *attack) runOf(h Attempt, within time.Duration) (life, bool) {
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		if l, ok := a.fleet.Oracle.lifeOf(h.Token); ok {
+			return l, true
+		}
+		if !lockruntest.Alive(h.PID) {
+			return a.fleet.Oracle.lifeOf(h.Token)
+		}
+	}
+	return life{}, false
+}
+
+// thawUntilDone resumes every stopped lockrun until the fleet has ended,
+// so that one that stopped itself as the case ended does not hang it.
+func (a *attack) thawUntilDone() {
+	for {
+		for _, at := range a.fleet.Attempts() {
+			if at.Exit == -1 && stoppedState(at.PID) {
+				_ = syscall.Kill(at.PID, syscall.SIGCONT)
+			}
+		}
+		select {
+		case <-a.fleetDone:
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// killWatchdogThenFreeze SIGKILLs the holder's watchdog, then freezes its
+// lockrun past the TTL: with its guard gone, lockrun must have replaced
+// it (the command dies by the deadline) or stopped the command itself.
+func killWatchdogThenFreeze(ctx context.Context, a *attack) {
+	for ctx.Err() == nil {
+		h, l, err := a.fleet.Holder(ctx)
+		if err != nil {
+			return
+		}
+		wd, ok := watchdogOf(h.PID, a.fleet.Lockrun)
+		if !ok {
+			a.res.failf("lockrun %d runs a command but no watchdog among its children", h.PID)
+			return
+		}
+		_ = syscall.Kill(wd, syscall.SIGKILL)
+		sleep(ctx, a.tg.TTL/2) // a heartbeat and more to notice
+		if now, _ := a.fleet.Oracle.lifeOf(l.token); ctx.Err() != nil || !now.end.IsZero() {
+			continue // the command was stopped: failing closed is allowed
+		}
+		stopped := time.Now()
+		_ = syscall.Kill(h.PID, syscall.SIGSTOP)
+		end, ok := a.waitEnd(l.token, 2*a.tg.TTL)
+		_ = syscall.Kill(h.PID, syscall.SIGCONT)
+		if !ok || end.Sub(stopped) > a.tg.TTL {
+			a.res.failf("command of a lockrun frozen after its watchdog was killed lived %v past the freeze (ttl %v)",
+				end.Sub(stopped).Round(time.Millisecond), a.tg.TTL)
+		}
+	}
+}
+
+// releaseUnderBlockedStderr breaks the holder's lock with `lockrun
+// release` while lockrun's stderr is a full pipe that nobody reads. The
+// command (which survives SIGTERM and reports it) must get SIGTERM and die
+// by the kill grace after it, as with a stderr that is read, and lockrun
+// must end soon after: no log write may hold up the kill or the exit.
+func releaseUnderBlockedStderr(ctx context.Context, a *attack) {
+	grace, slack := heartbeat.DefaultGrace(a.tg.TTL), heartbeat.Margin(a.tg.TTL)
+	for ctx.Err() == nil {
+		h, l, err := a.fleet.Holder(ctx)
+		if err != nil {
+			return
+		}
+		released := time.Now()
+		if out, err := exec.Command(a.fleet.Lockrun, "release", "--backend", a.tg.URL, a.fleet.Key).CombinedOutput(); err != nil {
+			a.res.failf("lockrun release: %v: %s", err, out)
+			return
+		}
+		end, ok := a.waitEnd(l.token, 2*a.tg.TTL)
+		if ctx.Err() != nil {
+			h.Unblock()
+			return // the fleet's own SIGTERM at the end of the case came in between
+		}
+		l, _ = a.fleet.Oracle.lifeOf(l.token)
+		switch {
+		case !ok:
+			a.res.failf("the command lived %v past a forced release", 2*a.tg.TTL)
+		case l.termed.IsZero():
+			a.res.failf("the command got no SIGTERM and died %v after a forced release (the watchdog's backstop?): the kill path waited for stderr",
+				end.Sub(released).Round(time.Millisecond))
+		case end.Sub(l.termed) > grace+slack:
+			a.res.failf("the command died %v after its SIGTERM, past the %v grace", end.Sub(l.termed).Round(time.Millisecond), grace.Round(time.Millisecond))
+		}
+		if waitDeath(h.PID, a.tg.TTL); lockruntest.Alive(h.PID) {
+			a.res.failf("lockrun %d still ran %v after its command died: it waits for its stderr", h.PID, a.tg.TTL)
+		}
+		h.Unblock() // let a hung lockrun go, so that the next run can start
+	}
+}
