@@ -25,7 +25,7 @@ lint:
 	$(GO) vet ./...
 
 # The fault harness's long run: every case on every backend for
-# FAULTS_DURATION each; prints the reliability table of the docs, under a
+# FAULTS_DURATION each; prints the table of docs/reliability.md, under a
 # line with the date and the commit. FAULTS_ARGS adds flags, e.g.
 # -faults.hog (every case beside a busy loop on every core) or
 # -faults.unfixed (the cases that fail until issue 11's fixes land).
@@ -35,7 +35,7 @@ faults: services
 	$(GO) test -count=1 -timeout 6h -v -run TestFaults ./tests/faults -args -faults.duration=$(FAULTS_DURATION) $(FAULTS_ARGS)
 
 # lockrun against flock, redis-cli, etcdctl lock and psql on every backend,
-# in one run (a few minutes): the README's performance tables.
+# in one run (a few minutes): the tables of docs/performance.md.
 bench: services build
 	$(GO) test -run '^$$' -bench Report -benchtime 1x -timeout 30m ./tests/bench -lockrun $(CURDIR)/bin/lockrun
 
