@@ -27,8 +27,7 @@ lint:
 # The fault harness's long run: every case on every backend for
 # FAULTS_DURATION each; prints the table of docs/reliability.md, under a
 # line with the date and the commit. FAULTS_ARGS adds flags, e.g.
-# -faults.hog (every case beside a busy loop on every core) or
-# -faults.unfixed (the cases that fail until issue 11's fixes land).
+# -faults.hog (every case beside a busy loop on every core).
 FAULTS_DURATION ?= 2m
 FAULTS_ARGS ?=
 faults: services

@@ -31,36 +31,36 @@ type Target struct {
 type Case struct {
 	Name        string
 	Net         bool          // needs a network link to cut
-	Mode        string        // the command's mode, see ChildMain
+	Mode        string        // the command's mode, see faultchild
 	Hold        time.Duration // how long each command runs
 	Competitors int
 	MayOverlap  bool          // the fault freezes the holder's whole machine
 	MustLose    bool          // the fault must make some lockrun exit 76
 	MinDuration time.Duration // shortest run in which the fault can bite
-	Quiet       bool          // no fault: at least 10 runs, and no lock lost
+	Quiet       bool          // no fault: no lock may be lost, and MinRuns commands must run
+	MinRuns     int           // with Quiet: fewer commands run means the case did not run
 	Hog         bool          // a busy loop on every core beside the case
 	Hooked      bool          // needs lockrun built with the testhooks tag
 	BlockStderr bool          // lockrun's stderr is a full pipe nobody reads
 	Env         []string      // more environment for lockrun
-	Unfixed     bool          // fails until issue 11's safety fixes land; run with -faults.unfixed
 	Fault       func(ctx context.Context, a *attack)
 }
 
 // Cases are the faults of the harness, in the order of the issue.
 var Cases = []Case{
-	{Name: "1-no-fault", Hold: 20 * time.Millisecond, Competitors: 5, Quiet: true},
+	{Name: "1-no-fault", Hold: 20 * time.Millisecond, Competitors: 5, Quiet: true, MinRuns: 10, MinDuration: 4 * time.Second},
 	{Name: "2-blackhole", Net: true, Hold: time.Hour, Competitors: 3, MustLose: true, Fault: blackhole},
 	{Name: "3-latency", Net: true, Hold: 1500 * time.Millisecond, Competitors: 3, MustLose: true, MinDuration: 8 * time.Second, Fault: latency},
 	{Name: "4-server-freeze-restart", Net: true, Hold: time.Hour, Competitors: 3, MustLose: true, Fault: freezeServer},
 	{Name: "5-slow-acquire-reply", Net: true, Hold: 200 * time.Millisecond, Competitors: 2, MinDuration: 10 * time.Second, Fault: slowReplies},
 	{Name: "6-lockrun-sigkill", Mode: "escape", Hold: time.Hour, Competitors: 3, Fault: killLockrun},
 	{Name: "7-lockrun-frozen", Hold: time.Hour, Competitors: 3, MustLose: true, Fault: freezeLockrun},
-	{Name: "8-machine-paused", Hold: time.Hour, Competitors: 3, MayOverlap: true, MustLose: true, Fault: pauseMachine},
+	{Name: "8-machine-paused", Hold: time.Hour, Competitors: 3, MayOverlap: true, MustLose: true, MinDuration: 4 * time.Second, Fault: pauseMachine},
 	{Name: "9-stubborn-escaping-child", Mode: "escape", Hold: 2 * time.Second, Competitors: 3, MustLose: true, Fault: loseRepeatedly},
-	{Name: "10-freeze-before-exec", Hold: time.Hour, Competitors: 2, Hooked: true, Env: []string{hookEnv}, Unfixed: true, Fault: freezeBeforeExec},
-	{Name: "11-watchdog-killed-then-frozen", Hold: time.Hour, Competitors: 3, MustLose: true, Unfixed: true, Fault: killWatchdogThenFreeze},
-	{Name: "12-blocked-stderr-release", Mode: "stubborn", Hold: time.Hour, Competitors: 1, BlockStderr: true, MustLose: true, Unfixed: true, Fault: releaseUnderBlockedStderr},
-	{Name: "13-cpu-pressure", Hold: 20 * time.Millisecond, Competitors: 5, Quiet: true, Hog: true},
+	{Name: "10-freeze-before-exec", Hold: time.Hour, Competitors: 2, Hooked: true, Env: []string{hookEnv}, Fault: freezeBeforeExec},
+	{Name: "11-watchdog-killed-then-frozen", Hold: time.Hour, Competitors: 3, MustLose: true, Fault: killWatchdogThenFreeze},
+	{Name: "12-blocked-stderr-release", Mode: "stubborn", Hold: time.Hour, Competitors: 1, BlockStderr: true, MustLose: true, Fault: releaseUnderBlockedStderr},
+	{Name: "13-cpu-pressure", Hold: 20 * time.Millisecond, Competitors: 5, Quiet: true, MinRuns: 10, MinDuration: 4 * time.Second, Hog: true},
 }
 
 // blackhole holds requests, then replies, for longer than the TTL, then

@@ -34,7 +34,7 @@ func freezeBeforeExec(ctx context.Context, a *attack) {
 		full := ctx.Err() == nil
 		thawed := time.Now()
 		_ = syscall.Kill(h.PID, syscall.SIGCONT)
-		if l, ok := a.runOf(h, a.tg.TTL); ok && full {
+		if l, ok := a.runOf(h.PID, a.tg.TTL); ok && full {
 			a.res.failf("a command started %v after its lockrun was resumed from a %v freeze between grant and exec (ttl %v)",
 				l.start.Sub(thawed).Round(time.Millisecond), (a.tg.TTL * 3 / 2), a.tg.TTL)
 		}
@@ -44,11 +44,13 @@ func freezeBeforeExec(ctx context.Context, a *attack) {
 	}
 }
 
-// selfStopped waits for a granted lockrun that stopped itself.
+// selfStopped waits for a lockrun that stopped itself. Its token may not
+// be known yet: lockrun's log lines are written behind its back, and the
+// one of the grant may still be queued when it stops.
 func (a *attack) selfStopped(ctx context.Context) (Attempt, bool) {
 	for ctx.Err() == nil {
 		for _, at := range a.fleet.Attempts() {
-			if at.Token != 0 && at.Exit == -1 && stoppedState(at.PID) {
+			if at.Exit == -1 && stoppedState(at.PID) {
 				return at, true
 			}
 		}
@@ -57,15 +59,17 @@ func (a *attack) selfStopped(ctx context.Context) (Attempt, bool) {
 	return Attempt{}, false
 }
 
-// runOf waits, at most within, for the command of h to start, and returns
-// its run; it stops waiting when h's lockrun has ended.
-func (a *attack) runOf(h Attempt, within time.Duration) (life, bool) {
+// runOf waits, at most within, for the command of the lockrun with pid to
+// start, and returns its run; it stops waiting once that lockrun has ended
+// and its log has been read.
+func (a *attack) runOf(pid int, within time.Duration) (life, bool) {
 	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
-		if l, ok := a.fleet.Oracle.lifeOf(h.Token); ok {
+		at, _ := a.fleet.attempt(pid)
+		if l, ok := a.fleet.Oracle.lifeOf(at.Token); ok && at.Token != 0 {
 			return l, true
 		}
-		if !lockruntest.Alive(h.PID) {
-			return a.fleet.Oracle.lifeOf(h.Token)
+		if at.Exit != -1 {
+			return life{}, false
 		}
 	}
 	return life{}, false

@@ -20,7 +20,6 @@ var (
 	only     = flag.String("faults.backends", "", "comma-separated backends to attack (default: all)")
 	cases    = flag.String("faults.cases", "", "comma-separated case numbers to run (default: all)")
 	hog      = flag.Bool("faults.hog", false, "run every case beside a busy loop on every core")
-	unfixed  = flag.Bool("faults.unfixed", false, "also run the cases marked Unfixed, which fail until issue 11's safety fixes land")
 )
 
 // TestFaults runs every case on every backend and fails on any overlap
@@ -75,7 +74,7 @@ func TestFaults(t *testing.T) {
 
 // wanted tells whether c is selected by the flags.
 func wanted(c Case) bool {
-	return selected(*cases, c.Name[:strings.IndexByte(c.Name, '-')]) && (!c.Unfixed || *unfixed)
+	return selected(*cases, c.Name[:strings.IndexByte(c.Name, '-')])
 }
 
 // applies tells whether c is wanted and can run against tg.

@@ -190,6 +190,18 @@ func (f *Fleet) Attempts() []Attempt {
 	return out
 }
 
+// attempt returns a copy of the attempt of the lockrun with pid.
+func (f *Fleet) attempt(pid int) (Attempt, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, a := range f.attempts {
+		if a.PID == pid {
+			return *a, true
+		}
+	}
+	return Attempt{}, false
+}
+
 // Holder waits until some lockrun holds the lock and its command has
 // started, and returns that lockrun and the command's run.
 func (f *Fleet) Holder(ctx context.Context) (Attempt, life, error) {

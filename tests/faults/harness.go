@@ -113,7 +113,7 @@ func judge(r *Result, c Case, a *attack, attempts []Attempt) {
 	if c.MustLose && r.LostExits == 0 {
 		r.failf("the fault never made a lockrun lose its lock: it did not bite")
 	}
-	if c.Quiet && (r.Runs < 10 || r.LostExits > 0) {
+	if c.Quiet && (r.Runs < c.MinRuns || r.LostExits > 0) {
 		r.failf("%d runs and %d losses without a fault", r.Runs, r.LostExits)
 	}
 	if c.Name == "5-slow-acquire-reply" && (r.Runs > 0 || r.Refusals == 0 && !anyExit(attempts, 69)) {
