@@ -61,8 +61,8 @@ func TestFreezeBeforeExecNeverStartsTheCommandLate(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
-	waitState(t, cmd.Process.Pid, "T") // frozen by the hook
-	time.Sleep(1500 * time.Millisecond) // past the 1s lease
+	waitState(t, cmd.Process.Pid, "T")               // frozen by the hook
+	time.Sleep(1500 * time.Millisecond)              // past the 1s lease
 	if r := run(t, e, "release", "k"); r.Code != 0 { // as another holder's grant would
 		t.Logf("release: %d %s", r.Code, r.Stderr)
 	}
