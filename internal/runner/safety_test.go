@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"github.com/lockrun/lockrun/backend"
 	"github.com/lockrun/lockrun/internal/clock"
 	"github.com/lockrun/lockrun/internal/memory"
+	"github.com/lockrun/lockrun/internal/watchdog"
 )
 
 // waitPid waits for the command to write its pid to path.
@@ -99,5 +101,56 @@ func TestNoStartAfterTheTermDeadline(t *testing.T) {
 	<-p.reaped
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("the command ran after its term deadline")
+	}
+}
+
+// A watchdog that died while lockrun waited for the lock is replaced when
+// the lock comes: the command does not run unguarded.
+func TestAWatchdogThatDiedWhileWaitingIsReplaced(t *testing.T) {
+	p := prepare(testWatchdog(t), clock.Boot)
+	if p.wd == nil {
+		t.Fatalf("prepare started no watchdog: %v", p.wdErr)
+	}
+	first := p.wd.Pid()
+	syscall.Kill(first, syscall.SIGKILL)
+	for alive(first) {
+		time.Sleep(time.Millisecond)
+	}
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	soon := clock.Boot.Now().Add(300 * time.Millisecond)
+	err = p.start(spec{path: "/bin/sleep", argv: []string{"sleep", "30"},
+		files: []*os.File{null, null, null}, termAt: soon, killAt: soon})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.wd == nil || p.wd.Pid() == first {
+		t.Fatalf("the command started without a new watchdog (%v)", p.wdErr)
+	}
+	select {
+	case <-p.exited:
+		if !p.status.Signaled() || p.status.Signal() != syscall.SIGKILL {
+			t.Errorf("command ended with %v; want the new watchdog's SIGKILL", p.status)
+		}
+	case <-time.After(10 * time.Second):
+		syscall.Kill(p.pid, syscall.SIGKILL)
+		t.Fatal("the command outlived its deadline: no watchdog guarded it")
+	}
+	<-p.reaped
+}
+
+// A command that was to have a watchdog never starts without one.
+func TestNoWatchdogNoStart(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "ran")
+	job := testJob(t, memory.New(), "touch "+marker)
+	job.Watchdog = &watchdog.Program{Path: "/nonexistent/watchdog"}
+	if err := Run(t.Context(), job); !errors.Is(err, errNoWatchdog) {
+		t.Errorf("Run without a possible watchdog = %v, want errNoWatchdog", err)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the command ran unguarded")
 	}
 }
