@@ -59,13 +59,17 @@ func becomeSubreaper() error {
 	return nil
 }
 
+// makeCgroup is newCgroup; a test replaces it to play a host without
+// cgroups.
+var makeCgroup = newCgroup
+
 // prepare readies what guards a command: its cgroup, and the watchdog
 // (none when wd is nil). A waiter calls it before it asks for the lock,
 // so that none of it delays the command's start once the lock is granted.
 func prepare(wd *watchdog.Program, clk clock.Clock) *process {
 	p := &process{clock: clk, wdProg: wd, wdDied: make(chan struct{}),
 		exited: make(chan struct{}), gone: make(chan struct{}), reaped: make(chan struct{})}
-	p.cg, p.cgWhy = newCgroup()
+	p.cg, p.cgWhy = makeCgroup()
 	if wd != nil {
 		p.wd, p.wdErr = watchdog.Start(*wd, p.cgroupDir())
 	}

@@ -9,9 +9,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
-	"io/fs"
 	"os/signal"
 	"time"
 

@@ -8,6 +8,10 @@ import (
 	"github.com/lockrun/lockrun/internal/procfs"
 )
 
+// signalDescendants is procfs.SignalDescendants; a test replaces it to
+// watch the order of the signals.
+var signalDescendants = procfs.SignalDescendants
+
 // signalGroup sends sig to the command's process group, as a terminal would.
 func (p *process) signalGroup(sig syscall.Signal) {
 	_ = syscall.Kill(-p.pid, sig)
@@ -21,7 +25,7 @@ func (p *process) signalGroup(sig syscall.Signal) {
 // none can reach a reused pid. It returns how many stragglers it found.
 func (p *process) signalAll(sig syscall.Signal) int {
 	p.signalGroup(sig)
-	return procfs.SignalDescendants(os.Getpid(), sig, p.isWatchdog)
+	return signalDescendants(os.Getpid(), sig, p.isWatchdog)
 }
 
 // killAll kills the command's cgroup (everything in it, at once) and its
@@ -31,7 +35,7 @@ func (p *process) signalAll(sig syscall.Signal) int {
 func (p *process) killAll() error {
 	err := p.killCgroupMembers()
 	p.signalGroup(syscall.SIGKILL)
-	for i := 0; i < 100 && procfs.SignalDescendants(os.Getpid(), syscall.SIGKILL, p.isWatchdog) > 0; i++ {
+	for i := 0; i < 100 && signalDescendants(os.Getpid(), syscall.SIGKILL, p.isWatchdog) > 0; i++ {
 		time.Sleep(time.Millisecond) // let the killed become zombies
 	}
 	return err

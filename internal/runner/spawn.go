@@ -13,6 +13,10 @@ import (
 // passed (lockrun was frozen or starved between the grant and the exec).
 var errTooLate = fmt.Errorf("%w: the term deadline passed before the command could start", backend.ErrUnavailable)
 
+// startProcess is os.StartProcess; a test replaces it to play a kernel
+// that refuses clone3.
+var startProcess = os.StartProcess
+
 // spawn starts the command in its cgroup, or without one only if the
 // kernel refuses to start processes into cgroups (no clone3, as under an
 // old seccomp profile) and the term deadline has not passed; that fallback
@@ -28,7 +32,7 @@ func (p *process) spawn(sp spec, attr *os.ProcAttr) (*os.Process, error) {
 		if err := p.startable(sp); err != nil {
 			return nil, err
 		}
-		proc, err := os.StartProcess(sp.path, sp.argv, &in)
+		proc, err := startProcess(sp.path, sp.argv, &in)
 		if err == nil || !cloneRefused(err) {
 			return proc, err
 		}
@@ -38,7 +42,7 @@ func (p *process) spawn(sp spec, attr *os.ProcAttr) (*os.Process, error) {
 	if err := p.startable(sp); err != nil {
 		return nil, err
 	}
-	return os.StartProcess(sp.path, sp.argv, attr)
+	return startProcess(sp.path, sp.argv, attr)
 }
 
 // startable is the last check before the exec: no command starts at or
