@@ -39,7 +39,7 @@ type Case struct {
 	MinDuration time.Duration // shortest run in which the fault can bite
 	Quiet       bool          // no fault: no lock may be lost, and MinRuns commands must run
 	MinRuns     int           // with Quiet: fewer commands run means the case did not run
-	Hog         bool          // a busy loop on every core beside the case
+	Hog         bool          // runs beside a busy loop on every core (see faultRun.all)
 	Hooked      bool          // needs lockrun built with the testhooks tag
 	BlockStderr bool          // lockrun's stderr is a full pipe nobody reads
 	Env         []string      // more environment for lockrun

@@ -24,8 +24,7 @@ var (
 
 // TestFaults runs every case on every backend and fails on any overlap
 // where lockrun's timers ran, any stale write accepted, any late kill, any
-// orphan, and any fault that did not bite. The backends are attacked at
-// the same time, each its cases one after the other.
+// orphan, and any fault that did not bite.
 func TestFaults(t *testing.T) {
 	hooked := anyCase(func(c Case) bool { return c.Hooked })
 	lockruntest.Prebuild("cmd/lockrun") // the builds run beside each other and the servers' start
@@ -33,43 +32,96 @@ func TestFaults(t *testing.T) {
 	if hooked {
 		lockruntest.Prebuild("cmd/lockrun", "testhooks")
 	}
-	tgs := targets(t)
-	bins := Binaries{Lockrun: lockruntest.Binary(t), Child: lockruntest.Build(t, "tests/faults/faultchild")}
-	if hooked {
-		bins.Hooked = lockruntest.BuildTags(t, "cmd/lockrun", "testhooks")
-	}
-	var (
-		mu      sync.Mutex
-		results = map[string][]Result{}
-	)
-	started := time.Now()
-	// Not t.Parallel: that would run only GOMAXPROCS backends at a time.
-	var wg sync.WaitGroup
-	for _, tg := range tgs {
-		if !selected(*only, tg.Name) {
-			continue
+	var tgs []Target
+	for _, tg := range targets(t) {
+		if selected(*only, tg.Name) {
+			tgs = append(tgs, tg)
 		}
+	}
+	fr := &faultRun{results: map[string][]Result{}}
+	fr.bins = Binaries{Lockrun: lockruntest.Binary(t), Child: lockruntest.Build(t, "tests/faults/faultchild")}
+	if hooked {
+		fr.bins.Hooked = lockruntest.BuildTags(t, "cmd/lockrun", "testhooks")
+	}
+	started := time.Now()
+	fr.all(t, tgs)
+	report(t, tgs, fr.results, started)
+}
+
+// faultRun runs the cases and collects their results.
+type faultRun struct {
+	bins    Binaries
+	mu      sync.Mutex
+	results map[string][]Result // by backend, in the order run
+}
+
+// all attacks every target at the same time, one goroutine each (not
+// t.Parallel, which would run GOMAXPROCS of them at a time), each its
+// cases in order. The cases meant to run beside the busy loops come last:
+// every target waits until all have run their other cases, then the loops
+// start, so that they load no case but those meant to be loaded.
+func (fr *faultRun) all(t *testing.T, tgs []Target) {
+	var others, loaded, wg sync.WaitGroup
+	others.Add(len(tgs))
+	loaded.Add(len(tgs))
+	hogDone := make(chan struct{})
+	go func() {
+		defer close(hogDone)
+		others.Wait()
+		if anyCase(hogged) {
+			defer startHog(fr.bins.Child, hogBound())()
+		}
+		loaded.Wait()
+	}()
+	for _, tg := range tgs {
 		wg.Go(func() {
 			t.Run(tg.Name, func(t *testing.T) {
-				for _, c := range Cases {
-					if applies(c, tg) {
-						c.Hog = c.Hog || *hog
-						t.Run(c.Name, func(t *testing.T) {
-							r := Run(tg, c, bins, *duration)
-							mu.Lock()
-							results[tg.Name] = append(results[tg.Name], r)
-							mu.Unlock()
-							for _, f := range r.Failures {
-								t.Error(f)
-							}
-						})
-					}
-				}
+				defer loaded.Done()
+				arrived := sync.OnceFunc(others.Done)
+				defer arrived()
+				fr.cases(t, tg, false)
+				arrived()
+				others.Wait()
+				fr.cases(t, tg, true)
 			})
 		})
 	}
 	wg.Wait()
-	report(t, tgs, results, started)
+	<-hogDone
+}
+
+// cases runs on tg the cases that apply to it and are, or are not,
+// meant to run beside the busy loops.
+func (fr *faultRun) cases(t *testing.T, tg Target, loaded bool) {
+	for _, c := range Cases {
+		if !applies(c, tg) || hogged(c) != loaded {
+			continue
+		}
+		t.Run(c.Name, func(t *testing.T) {
+			r := Run(tg, c, fr.bins, *duration)
+			fr.mu.Lock()
+			fr.results[tg.Name] = append(fr.results[tg.Name], r)
+			fr.mu.Unlock()
+			for _, f := range r.Failures {
+				t.Error(f)
+			}
+		})
+	}
+}
+
+// hogged tells whether c runs beside a busy loop on every core.
+func hogged(c Case) bool { return c.Hog || *hog }
+
+// hogBound is longer than the cases beside the busy loops can take: the
+// loops end by themselves then, should the test die without stopping them.
+func hogBound() time.Duration {
+	var d time.Duration
+	for _, c := range Cases {
+		if hogged(c) {
+			d += max(*duration, c.MinDuration) + 30*time.Second
+		}
+	}
+	return d
 }
 
 // wanted tells whether c is selected by the flags.

@@ -68,9 +68,6 @@ func Run(tg Target, c Case, bins Binaries, d time.Duration) Result {
 		fleet.Lockrun = bins.Hooked
 	}
 	d = max(d, c.MinDuration)
-	if c.Hog {
-		defer startHog(bins.Child, d+5*time.Second)()
-	}
 	fleetDone := make(chan struct{})
 	a := &attack{tg: tg, fleet: fleet, duration: d, res: &res, fleetDone: fleetDone}
 	ctx, cancel := context.WithTimeout(context.Background(), d)
