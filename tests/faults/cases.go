@@ -135,11 +135,13 @@ func killLockrun(ctx context.Context, a *attack) {
 		}
 		killed := time.Now()
 		_ = syscall.Kill(h.PID, syscall.SIGKILL)
-		if died := waitDeath(l.pid, time.Second); died.Sub(killed) > 100*time.Millisecond {
-			a.res.failf("the command of a SIGKILLed lockrun lived %v on", died.Sub(killed))
+		if pidAliveAt(l.pid, killed.Add(100*time.Millisecond)) {
+			died := waitDeath(l.pid, time.Second)
+			a.res.failf("the command of a SIGKILLed lockrun was alive 100ms on (seen dead after %v)", died.Sub(killed).Round(time.Millisecond))
 		}
-		if end, ok := a.waitEnd(l.token, 2*time.Second); !ok || end.Sub(killed) > time.Second {
-			a.res.failf("what the command of a SIGKILLed lockrun started lived %v on", end.Sub(killed))
+		if runAliveAt(l, killed.Add(time.Second)) {
+			end, _ := a.waitEnd(l.token, time.Second)
+			a.res.failf("what the command of a SIGKILLed lockrun started was alive 1s on (seen dead after %v)", end.Sub(killed).Round(time.Millisecond))
 		}
 		if next, ok := a.nextGrant(h.Token, a.tg.TTL+2*time.Second); ctx.Err() == nil && (!ok || next.Sub(killed) > a.tg.TTL+time.Second) {
 			a.res.failf("lock of a SIGKILLed holder not free within its %v TTL", a.tg.TTL)
@@ -157,10 +159,11 @@ func freezeLockrun(ctx context.Context, a *attack) {
 		}
 		stopped := time.Now()
 		_ = syscall.Kill(h.PID, syscall.SIGSTOP)
-		end, ok := a.waitEnd(l.token, 2*a.tg.TTL)
+		alive := runAliveAt(l, stopped.Add(a.tg.TTL))
+		end, _ := a.waitEnd(l.token, a.tg.TTL)
 		_ = syscall.Kill(h.PID, syscall.SIGCONT)
-		if !ok || end.Sub(stopped) > a.tg.TTL {
-			a.res.failf("command of a frozen lockrun lived %v past the freeze (ttl %v)", end.Sub(stopped), a.tg.TTL)
+		if alive {
+			a.res.failf("command of a frozen lockrun %s", a.pastFreeze(h, stopped, end))
 		}
 	}
 }
@@ -180,8 +183,9 @@ func pauseMachine(ctx context.Context, a *attack) {
 		sleep(ctx, a.tg.TTL*3/2)
 		resumed := time.Now()
 		signalAll(frozen, syscall.SIGCONT)
-		if end, ok := a.waitEnd(l.token, 2*time.Second); !ok || end.Sub(resumed) > 200*time.Millisecond {
-			a.res.failf("command lived %v after the machine resumed", end.Sub(resumed))
+		if runAliveAt(l, resumed.Add(200*time.Millisecond)) {
+			end, _ := a.waitEnd(l.token, 2*time.Second)
+			a.res.failf("command alive 200ms after the machine resumed (seen dead after %v)", end.Sub(resumed).Round(time.Millisecond))
 		}
 	}
 }

@@ -14,6 +14,22 @@ import (
 // window between the grant and the exec, the watchdog, and a stderr that
 // blocks.
 
+// waitTerm waits, at most within, until the run with token has reported
+// a SIGTERM, and returns when the oracle heard of it; false if the run
+// ended first, or never got one.
+func (a *attack) waitTerm(token uint64, within time.Duration) (time.Time, bool) {
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		l, ok := a.fleet.Oracle.lifeOf(token)
+		switch {
+		case ok && !l.termed.IsZero():
+			return l.termed, true
+		case ok && !l.end.IsZero():
+			return time.Time{}, false
+		}
+	}
+	return time.Time{}, false
+}
+
 // hookEnv makes a lockrun built with the testhooks tag stop itself
 // (SIGSTOP) at the latest point between the grant and the exec.
 const hookEnv = "LOCKRUN_TESTHOOK=freeze-before-exec"
@@ -113,11 +129,11 @@ func killWatchdogThenFreeze(ctx context.Context, a *attack) {
 		}
 		stopped := time.Now()
 		_ = syscall.Kill(h.PID, syscall.SIGSTOP)
-		end, ok := a.waitEnd(l.token, 2*a.tg.TTL)
+		alive := runAliveAt(l, stopped.Add(a.tg.TTL))
+		end, _ := a.waitEnd(l.token, a.tg.TTL)
 		_ = syscall.Kill(h.PID, syscall.SIGCONT)
-		if !ok || end.Sub(stopped) > a.tg.TTL {
-			a.res.failf("command of a lockrun frozen after its watchdog was killed lived %v past the freeze (ttl %v)",
-				end.Sub(stopped).Round(time.Millisecond), a.tg.TTL)
+		if alive {
+			a.res.failf("command of a lockrun frozen after its watchdog was killed %s", a.pastFreeze(h, stopped, end))
 		}
 	}
 }
@@ -126,7 +142,8 @@ func killWatchdogThenFreeze(ctx context.Context, a *attack) {
 // release` while lockrun's stderr is a full pipe that nobody reads. The
 // command (which survives SIGTERM and reports it) must get SIGTERM and die
 // by the kill grace after it, as with a stderr that is read, and lockrun
-// must end soon after: no log write may hold up the kill or the exit.
+// must end soon after (two TTLs): no log write may hold up the kill or
+// the exit.
 func releaseUnderBlockedStderr(ctx context.Context, a *attack) {
 	grace, slack := heartbeat.DefaultGrace(a.tg.TTL), heartbeat.Margin(a.tg.TTL)
 	for ctx.Err() == nil {
@@ -139,23 +156,27 @@ func releaseUnderBlockedStderr(ctx context.Context, a *attack) {
 			a.res.failf("lockrun release: %v: %s", err, out)
 			return
 		}
-		end, ok := a.waitEnd(l.token, 2*a.tg.TTL)
+		termed, ok := a.waitTerm(l.token, 2*a.tg.TTL)
+		late := ok && runAliveAt(l, termed.Add(grace+slack))
+		end, died := a.waitEnd(l.token, 2*a.tg.TTL)
 		if ctx.Err() != nil {
 			h.Unblock()
 			return // the fleet's own SIGTERM at the end of the case came in between
 		}
-		l, _ = a.fleet.Oracle.lifeOf(l.token)
 		switch {
-		case !ok:
+		case !died:
 			a.res.failf("the command lived %v past a forced release", 2*a.tg.TTL)
-		case l.termed.IsZero():
+		case !ok:
 			a.res.failf("the command got no SIGTERM and died %v after a forced release (the watchdog's backstop?): the kill path waited for stderr",
 				end.Sub(released).Round(time.Millisecond))
-		case end.Sub(l.termed) > grace+slack:
-			a.res.failf("the command died %v after its SIGTERM, past the %v grace", end.Sub(l.termed).Round(time.Millisecond), grace.Round(time.Millisecond))
+		case late:
+			a.res.failf("the command was alive %v after its SIGTERM, past the %v grace (seen dead after %v)",
+				(grace + slack).Round(time.Millisecond), grace.Round(time.Millisecond), end.Sub(termed).Round(time.Millisecond))
 		}
-		if waitDeath(h.PID, a.tg.TTL); lockruntest.Alive(h.PID) {
-			a.res.failf("lockrun %d still ran %v after its command died: it waits for its stderr", h.PID, a.tg.TTL)
+		// lockrun gives its last lines half a second to get out (flushWait),
+		// then exits: a hung lockrun is one still there well after that.
+		if waitDeath(h.PID, 2*a.tg.TTL); lockruntest.Alive(h.PID) {
+			a.res.failf("lockrun %d still ran %v after its command died: it waits for its stderr", h.PID, 2*a.tg.TTL)
 		}
 		h.Unblock() // let a hung lockrun go, so that the next run can start
 	}

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lockrun/lockrun/internal/heartbeat"
 	"github.com/lockrun/lockrun/internal/procfs"
 )
 
@@ -42,6 +43,7 @@ type Attempt struct {
 	PID      int       // lockrun's pid
 	Token    uint64    // 0 if it never got the lock
 	Acquired time.Time // when lockrun logged the acquisition
+	KillBy   time.Time // lockrun's kill deadline by its last log record (wall clock)
 	Exit     int       // its exit status; -1 while running
 	Ended    time.Time
 	Log      []string // what it printed that was not a debug record
@@ -152,22 +154,30 @@ func (f *Fleet) read(a *Attempt, r io.Reader) {
 	for sc.Scan() {
 		line := sc.Text()
 		var rec struct {
-			Time  time.Time `json:"time"`
-			Level string    `json:"level"`
-			Msg   string    `json:"msg"`
-			Token string    `json:"token"`
+			Time   time.Time     `json:"time"`
+			Level  string        `json:"level"`
+			Msg    string        `json:"msg"`
+			Token  string        `json:"token"`
+			Took   time.Duration `json:"took"`
+			KillBy time.Duration `json:"kill_by"`
 		}
 		if json.Unmarshal([]byte(line), &rec) != nil {
 			f.note(a, line)
 			continue
 		}
-		if rec.Msg == "lock acquired" {
+		switch {
+		case rec.Msg == "lock acquired":
 			tok, _ := strconv.ParseUint(rec.Token, 10, 64)
 			f.Oracle.Granted(tok)
+			p, _ := heartbeat.NewPolicy(f.TTL)
 			f.mu.Lock()
-			a.Token, a.Acquired = tok, rec.Time
+			a.Token, a.Acquired, a.KillBy = tok, rec.Time, p.KillAt(rec.Time.Add(-rec.Took))
 			f.mu.Unlock()
-		} else if rec.Level != "DEBUG" || strings.Contains(line, "too late to run") {
+		case rec.Msg == "lease renewed":
+			f.mu.Lock()
+			a.KillBy = rec.Time.Add(rec.KillBy)
+			f.mu.Unlock()
+		case rec.Level != "DEBUG" || strings.Contains(line, "too late to run"):
 			f.note(a, line)
 		}
 	}

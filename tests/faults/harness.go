@@ -3,7 +3,10 @@ package faults
 import (
 	"context"
 	"crypto/rand"
+	"fmt"
 	"time"
+
+	"github.com/lockrun/lockrun/internal/lockruntest"
 )
 
 // attack is one case running against one target.
@@ -21,6 +24,35 @@ type Binaries struct {
 	Lockrun string // the binary under test
 	Hooked  string // the same, built with the testhooks tag (for Case.Hooked)
 	Child   string // the command, tests/faults/faultchild
+}
+
+// The checks of "dead by a bound" read the kernel's state at the bound
+// (pidAliveAt, runAliveAt) rather than a time of death the harness saw:
+// a harness that runs late on a loaded machine probes a later moment, so
+// it can miss a death that came just after the bound, never report one
+// that did not come. The times of death it saw are only for the messages.
+
+// pidAliveAt tells whether pid is alive (not dead, not a zombie) at at.
+func pidAliveAt(pid int, at time.Time) bool {
+	time.Sleep(time.Until(at))
+	return lockruntest.Alive(pid)
+}
+
+// runAliveAt tells whether run l is alive at at: some process still
+// holds its connection open.
+func runAliveAt(l life, at time.Time) bool {
+	time.Sleep(time.Until(at))
+	return established(l.conn)
+}
+
+// pastFreeze says how long a frozen lockrun's command lived: "was alive
+// TTL after the freeze", when the harness saw it die, and lockrun's own
+// kill deadline by its last log record, which the watchdog's backstop
+// follows by half the margin.
+func (a *attack) pastFreeze(h Attempt, stopped, end time.Time) string {
+	h, _ = a.fleet.attempt(h.PID)
+	return fmt.Sprintf("was alive %v after the freeze (its ttl; seen dead after %v, lockrun's kill deadline by its log %v after the freeze)",
+		a.tg.TTL, end.Sub(stopped).Round(time.Millisecond), h.KillBy.Sub(stopped).Round(time.Millisecond))
 }
 
 // waitEnd waits until the run with token has ended and returns when.
