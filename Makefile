@@ -7,9 +7,19 @@ GO ?= go
 # stripped, and without urfave/cli's man page and markdown generators, whose
 # package init every run of lockrun (and of its watchdog) would pay for.
 # `go install ./cmd/lockrun` and `go run` work without these flags.
+# The version, commit and commit date are stamped into `lockrun --version`
+# (goreleaser stamps the same three); the man page and the completions are
+# generated beside the binary from the CLI's definition, by a separate
+# program (internal/gendocs) that the binary does not contain.
 BUILD_TAGS = urfave_cli_no_docs
+APP = github.com/lockrun/lockrun/internal/app
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+DATE ?= $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null)
+LDFLAGS = -s -w -X $(APP).version=$(VERSION) -X $(APP).commit=$(COMMIT) -X $(APP).date=$(DATE)
 build:
-	CGO_ENABLED=0 $(GO) build -tags $(BUILD_TAGS) -trimpath -ldflags "-s -w" -o bin/lockrun ./cmd/lockrun
+	CGO_ENABLED=0 $(GO) build -tags $(BUILD_TAGS) -trimpath -ldflags "$(LDFLAGS)" -o bin/lockrun ./cmd/lockrun
+	$(GO) run ./internal/gendocs -out bin -version "$(VERSION)" -date "$(firstword $(subst T, ,$(DATE)))"
 
 # Installs and starts the servers the tests need (root on Debian), then
 # runs the linters and the whole suite under the race detector.
