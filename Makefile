@@ -1,7 +1,7 @@
 # lockrun: build, test, benchmark. `make test` is what CI runs.
 GO ?= go
 
-.PHONY: build test services lint bench microbench faults clean
+.PHONY: build test services lint release-check bench microbench faults clean
 
 # The release build (goreleaser.yaml builds the same way): static, symbols
 # stripped, and without urfave/cli's man page and markdown generators, whose
@@ -19,20 +19,32 @@ DATE ?= $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%
 LDFLAGS = -s -w -X $(APP).version=$(VERSION) -X $(APP).commit=$(COMMIT) -X $(APP).date=$(DATE)
 build:
 	CGO_ENABLED=0 $(GO) build -tags $(BUILD_TAGS) -trimpath -ldflags "$(LDFLAGS)" -o bin/lockrun ./cmd/lockrun
-	$(GO) run ./internal/gendocs -out bin -version "$(VERSION)" -date "$(firstword $(subst T, ,$(DATE)))"
+	$(GO) run ./internal/gendocs -out bin -version "$(VERSION)" -date "$(DATE)"
 
 # Installs and starts the servers the tests need (root on Debian), then
-# runs the linters and the whole suite under the race detector.
+# runs the linters, the whole suite under the race detector (CI set: a
+# missing server fails rather than skips), and the release check.
 test: services lint
-	$(GO) test -race -count=1 -timeout 20m ./...
+	CI=$${CI:-true} $(GO) test -race -count=1 -timeout 20m ./...
+	./.ci/release.sh
+
+# goreleaser (pinned, from the Go module proxy) checks goreleaser.yaml and
+# builds a snapshot; the .deb is installed here and its lockrun and man
+# page checked. Root on Debian.
+release-check:
+	./.ci/release.sh
 
 services:
 	./.ci/services.sh
 
+# gofmt, go vet and staticcheck (every check: staticcheck.conf), the
+# latter pinned and run from the Go module proxy.
+STATICCHECK = honnef.co/go/tools/cmd/staticcheck@v0.8.2
 lint:
 	@unformatted=$$(gofmt -l .); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
 
 # The fault harness's long run: every case on every backend for
 # FAULTS_DURATION each; prints the table of docs/reliability.md.
@@ -51,4 +63,4 @@ microbench: services
 	$(GO) test -run '^$$' -bench . -skip Report -benchmem ./...
 
 clean:
-	rm -rf bin dist
+	rm -rf bin dist build

@@ -1,9 +1,6 @@
 package main
 
-import (
-	"slices"
-	"strings"
-)
+import "strings"
 
 // environment lists the variables that set lockrun's flags (from the
 // definition), then those lockrun gives the command.
@@ -24,18 +21,6 @@ func environment(p program) string {
 	}
 	sb.WriteString(commandEnvironment)
 	return sb.String()
-}
-
-// envNames are the variables of every flag, sorted: what the tests check.
-func envNames(p program) []string {
-	var names []string
-	for _, c := range p.Commands {
-		for _, o := range c.Flags {
-			names = append(names, o.Env...)
-		}
-	}
-	slices.Sort(names)
-	return slices.Compact(names)
 }
 
 // The runner's side (internal/runner), which the CLI definition does not
