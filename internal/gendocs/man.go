@@ -39,7 +39,7 @@ func manPage(p program, pg page) string {
 		}
 	}
 	sb.WriteString(".SH GLOBAL OPTIONS\n.TP\n" + bold("--help") + ", " + bold("-h") + "\nshow help; after a command, that command's help\n")
-	sb.WriteString(".TP\n" + bold("--version") + ", " + bold("-v") + "\nprint the version, commit and build date\n")
+	sb.WriteString(".TP\n" + bold("--version") + ", " + bold("-v") + "\nprint the version, the commit and its date\n")
 	for _, l := range order {
 		sb.WriteString(".SH " + esc(l) + "\n")
 		if l == "EXAMPLES" {
