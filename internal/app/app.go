@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime/debug"
 
 	"github.com/urfave/cli/v2"
 
@@ -18,9 +17,6 @@ import (
 	"github.com/lockrun/lockrun/internal/logwriter"
 	"github.com/lockrun/lockrun/internal/runner"
 )
-
-// version is set at release time with -ldflags "-X github.com/lockrun/lockrun/internal/app.version=v1.2.3".
-var version = ""
 
 // Main runs lockrun with args and returns the status to exit with.
 func Main(ctx context.Context, args []string, stdin, stdout, stderr *os.File) int {
@@ -90,16 +86,6 @@ func (st *state) report(err error) {
 		return
 	}
 	st.log.Error(err.Error(), "exit_code", exitCode(err))
-}
-
-func buildVersion() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
 }
 
 // logTo returns the command's logger, remembering it for report.

@@ -77,3 +77,9 @@ func CgroupProcs(dir string) []int {
 	}
 	return out
 }
+
+// Group is the process group of the live process pid.
+func Group(pid int) (int, bool) {
+	st, ok := read(pid)
+	return st.pgrp, ok
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockrun/lockrun/internal/clock"
+	"github.com/lockrun/lockrun/internal/procfs"
 	"github.com/lockrun/lockrun/internal/watchdog"
 	"golang.org/x/sys/unix"
 )
@@ -178,7 +179,8 @@ func (p *process) dropCgroup() {
 }
 
 // killCgroupMembers kills everything in the command's cgroup, if it still
-// has one, at once; it reports an error only when that failed.
+// has one, at once (cgroup.kill). If that fails it signals each process
+// the cgroup lists, and reports the failure.
 func (p *process) killCgroupMembers() error {
 	p.cgMu.Lock()
 	cg := p.cg
@@ -186,5 +188,11 @@ func (p *process) killCgroupMembers() error {
 	if cg == nil {
 		return nil
 	}
-	return cg.kill() // atomic: also catches processes forked meanwhile
+	err := cg.kill() // atomic: also catches processes forked meanwhile
+	if err != nil {
+		for _, pid := range procfs.CgroupProcs(cg.dir) {
+			_ = syscall.Kill(pid, syscall.SIGKILL) // a member reaped since the read leaves its pid free: a rare, brief risk on a rare path
+		}
+	}
+	return err
 }

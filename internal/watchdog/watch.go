@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockrun/lockrun/internal/clock"
+	"github.com/lockrun/lockrun/internal/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -124,8 +125,14 @@ func (w *state) read(packet []byte) {
 // started, lockrun is frozen (or far behind) between the grant and the
 // exec, and must never start the command once it wakes, after its term
 // deadline: it is stopped (it may not be frozen, only slow), whatever it
-// started is killed while still its child, then lockrun is killed.
+// started is killed while still its child, then lockrun is killed. If
+// lockrun froze just after the exec, before it could say so, the command
+// is there to see: it is killed as a started command is, and lockrun is
+// left to wake and report the loss.
 func (w *state) expire() {
+	if w.pgid == 0 {
+		w.pgid = w.startedGroup()
+	}
 	if w.pgid != 0 {
 		w.kill("lockrun did not renew the lease in time")
 		return
@@ -134,6 +141,19 @@ func (w *state) expire() {
 	killTree(0, w.lockrun, w.cgroupDir)
 	w.signalLockrun(unix.SIGKILL)
 	say("lockrun: watchdog: lockrun had not started the command by its term deadline (frozen?): killed lockrun")
+}
+
+// startedGroup is the process group of the command if lockrun has started
+// it: a child of lockrun, other than this watchdog, that leads its own
+// group, as lockrun starts the command. 0 if there is none.
+func (w *state) startedGroup() int {
+	kids, _ := procfs.Children(w.lockrun)
+	for _, pid := range kids {
+		if pgid, ok := procfs.Group(pid); ok && pgid == pid && pid != os.Getpid() {
+			return pgid
+		}
+	}
+	return 0
 }
 
 // signalLockrun signals lockrun through its pidfd, or by pid while lockrun

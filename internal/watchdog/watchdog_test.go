@@ -43,7 +43,13 @@ func (g *guarded) killed() bool {
 // that guards its descendants.
 func guardedBy(t *testing.T, cgroupDir string) (*guarded, *Link) {
 	t.Helper()
-	g := &guarded{cmd: exec.Command("/bin/sh", "-c", "sleep 30 & wait"), ended: make(chan struct{})}
+	return guardedByScript(t, cgroupDir, "sleep 30 & wait")
+}
+
+// guardedByScript is guardedBy with the stand-in's own shell script.
+func guardedByScript(t *testing.T, cgroupDir, script string) (*guarded, *Link) {
+	t.Helper()
+	g := &guarded{cmd: exec.Command("/bin/sh", "-c", script), ended: make(chan struct{})}
 	if err := g.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -99,6 +105,20 @@ func TestAPassedStartDeadlineKillsLockrun(t *testing.T) {
 	waitEnded(t, g, 10*time.Second)
 	if !g.killed() {
 		t.Errorf("lockrun ended with %v; want the watchdog's SIGKILL", g.cmd.ProcessState)
+	}
+}
+
+// A lockrun frozen just after the exec, before it could tell the
+// watchdog: the command (a child of lockrun leading its own group) is
+// killed as a started one is, and lockrun is left to report the loss.
+func TestAPassedStartDeadlineAfterTheExecKillsTheCommandOnly(t *testing.T) {
+	g, wd := guardedByScript(t, "", "setsid sleep 30 & wait")
+	if err := wd.Guard(clock.Boot.Now().Add(200*time.Millisecond), nil); err != nil {
+		t.Fatal(err)
+	}
+	waitEnded(t, g, 10*time.Second) // sh's wait ends when its sleep is SIGKILLed
+	if g.killed() {
+		t.Error("the watchdog killed lockrun, which had started the command")
 	}
 }
 
