@@ -49,8 +49,8 @@ func Open(dir string) (*Backend, error) {
 
 func newBackend(d dirInfo) *Backend {
 	b := &Backend{dir: d.path, fileMode: 0o600, open: d.st.Mode&syscall.S_IWOTH != 0}
-	if d.st.Mode&syscall.S_IWGRP != 0 {
-		b.fileMode = 0o660
+	if d.st.Mode&syscall.S_IWGRP != 0 && d.st.Mode&syscall.S_ISGID != 0 {
+		b.fileMode = 0o660 // the directory's group shares its locks
 	}
 	return b
 }

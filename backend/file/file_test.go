@@ -124,7 +124,6 @@ func TestInspectNeverMakesALockLookBusy(t *testing.T) {
 	<-done
 }
 
-
 func TestOpenURL(t *testing.T) {
 	dir := t.TempDir()
 	for raw, want := range map[string]string{"file://" + dir: dir, "file://localhost" + dir: dir, "file:": DefaultDir(), "file://": DefaultDir()} {
@@ -225,7 +224,6 @@ func TestPlantedLinksAreNeverFollowed(t *testing.T) {
 	}
 }
 
-
 func TestInspectCreatesNothing(t *testing.T) {
 	dir := t.TempDir()
 	b, _ := Open(dir)
@@ -239,5 +237,3 @@ func TestInspectCreatesNothing(t *testing.T) {
 		t.Errorf("status and release created %v", entries)
 	}
 }
-
-

@@ -133,7 +133,7 @@ func sharedOK(d dirInfo) error {
 		return untrusted(d.path, fmt.Sprintf("it belongs to uid %d, not to you or root", d.st.Uid))
 	case m&unix.S_IWOTH != 0 && m&unix.S_ISVTX == 0:
 		return untrusted(d.path, "anyone may write to it and it is not sticky: share it with a group instead (chmod 3770, see the file backend's docs)")
-	case m&unix.S_IWGRP != 0 && m&unix.S_ISGID == 0:
+	case m&unix.S_IWGRP != 0 && m&unix.S_ISGID == 0 && m&unix.S_IWOTH == 0:
 		return untrusted(d.path, "it is group-writable without setgid: chmod g+s (3770) so that its lock files belong to the group")
 	}
 	return nil
