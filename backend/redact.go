@@ -11,7 +11,7 @@ import (
 // such URLs (the password would become a host, a database or a prefix, and
 // reach error messages); Redact hides them.
 func MisplacedUserinfo(u *url.URL) bool {
-	return u.User == nil && u.Scheme != "file" && u.Opaque == "" && strings.Contains(u.Path+u.Fragment, "@")
+	return u.User == nil && u.Scheme != "" && u.Scheme != "file" && u.Opaque == "" && strings.Contains(u.Path+u.Fragment, "@")
 }
 
 // secretParams are query parameter names that may carry a credential: libpq's

@@ -38,7 +38,7 @@ func (b *Backend) openLock(key string, readOnly, create bool) (*os.File, error) 
 			return f, nil
 		}
 		if !errors.Is(err, fs.ErrNotExist) {
-			return nil, openError(path, err)
+			return nil, openError(path, err, readOnly)
 		}
 		if !create {
 			return nil, errMissing
@@ -48,11 +48,11 @@ func (b *Backend) openLock(key string, readOnly, create bool) (*os.File, error) 
 			continue // another process created it first: open theirs
 		}
 		if err != nil {
-			return nil, openError(path, err)
+			return nil, openError(path, err, false)
 		}
 		if err := f.Chmod(os.FileMode(b.fileMode)); err != nil { // undo a umask that would shut the group out
 			f.Close()
-			return nil, openError(path, err)
+			return nil, openError(path, err, false)
 		}
 		return f, nil
 	}
@@ -60,10 +60,12 @@ func (b *Backend) openLock(key string, readOnly, create bool) (*os.File, error) 
 
 // openError classifies a failed open: a refusal is ErrPermission (exit 77),
 // since whoever cannot write a lock file may not take, release or revoke it.
-func openError(path string, err error) error {
+func openError(path string, err error, readOnly bool) error {
 	switch {
 	case errors.Is(err, syscall.ELOOP):
 		return fmt.Errorf("%w: %s is a symbolic link: refusing to follow it", backend.ErrPermission, path)
+	case errors.Is(err, fs.ErrPermission) && readOnly:
+		return fmt.Errorf("%w: %s: you may not read this lock file", backend.ErrPermission, path)
 	case errors.Is(err, fs.ErrPermission):
 		return fmt.Errorf("%w: %s: you may not write this lock file, so you may not take, release or revoke it", backend.ErrPermission, path)
 	}

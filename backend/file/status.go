@@ -112,7 +112,7 @@ func (b *Backend) ForceRelease(ctx context.Context, key string) error {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		case st.RunID == "":
-			return fmt.Errorf("%w: lock %q is held by %s, which release cannot break: stop that process", backend.ErrHeld, key, backend.Escape(st.Holder))
+			return fmt.Errorf("%w; release cannot break it: stop that process", &backend.HeldError{Status: st})
 		}
 		if err := writeRevoked(f, st.RunID); err != nil {
 			return fmt.Errorf("%w: revoking %s: %w", backend.ErrUnavailable, f.Name(), err)
