@@ -446,3 +446,30 @@ func TestSecretEnvironmentIsNotPassedOn(t *testing.T) {
 		t.Errorf("the command saw REDISCLI_AUTH: %q (exit %d, %s)", r.Stdout, r.Code, r.Stderr)
 	}
 }
+
+// The packages' tmpfiles.d entry makes root's default directory as
+// lockrun's own checks want it.
+func TestTmpfilesEntryMakesATrustedDirectory(t *testing.T) {
+	if _, err := exec.LookPath("systemd-tmpfiles"); err != nil {
+		t.Skip("no systemd-tmpfiles on this machine")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("tmpfiles --create chowns to root: needs root")
+	}
+	root := t.TempDir()
+	conf, err := os.ReadFile("../../packaging/tmpfiles.d/lockrun.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(root+"/etc/tmpfiles.d", 0o755)
+	os.MkdirAll(root+"/run", 0o755)
+	os.WriteFile(root+"/etc/tmpfiles.d/lockrun.conf", conf, 0o644)
+	if out, err := exec.Command("systemd-tmpfiles", "--create", "--root="+root).CombinedOutput(); err != nil {
+		t.Fatalf("systemd-tmpfiles: %v\n%s", err, out)
+	}
+	os.Chmod(root, 0o755)
+	r := (person{t: t}).run(nil, "run", "--backend", "file://"+root+"/run/lockrun", "k", "--", "true")
+	if r.Code != 0 {
+		t.Errorf("lockrun in the directory tmpfiles made: exit %d, %s", r.Code, r.Stderr)
+	}
+}
