@@ -21,9 +21,10 @@ type lease struct {
 	ttl   time.Duration
 	start time.Time
 
-	mu    sync.Mutex
-	f     *os.File // nil once released or abandoned
-	watch *watcher // started by Done; nil before
+	mu         sync.Mutex
+	f          *os.File    // nil once released or abandoned
+	watch      *watcher    // made by Done; nil before
+	watchTimer *time.Timer // starts the watch after watchDelay
 }
 
 func (l *lease) Token() backend.Token { return l.rec.Token }
@@ -65,13 +66,22 @@ func (l *lease) check() error {
 // Done is closed as soon as the lease is lost to a change of its file:
 // removed, renamed, replaced, or revoked by ForceRelease. The kernel tells
 // (inotify), so the holder need not wait for its next renewal to stop its
-// command. When the kernel cannot watch (no inotify instance left), Done
-// is never closed and renewals find the loss.
+// command. The watch begins watchDelay after the first call (a change
+// before that is seen then). When the kernel cannot watch (no inotify
+// instance left), Done is never closed and renewals find the loss.
 func (l *lease) Done() <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.watch == nil {
-		l.watch = startWatch(l)
+		w := newWatcher()
+		l.watch = w
+		l.watchTimer = time.AfterFunc(watchDelay, func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if l.f != nil {
+				w.start(l)
+			}
+		})
 	}
 	return l.watch.lost
 }
@@ -95,11 +105,14 @@ func (l *lease) Release(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	err := l.check()
-	l.watch.stop()
 	if l.f != nil {
 		_ = syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
 		_ = l.f.Close()
 		l.f = nil
 	}
+	if l.watchTimer != nil {
+		l.watchTimer.Stop()
+	}
+	l.watch.stop() // after the unlock: a waiter need not wait for it
 	return err
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -30,27 +31,32 @@ const (
 	fileEvents = unix.IN_ATTRIB | unix.IN_MODIFY | unix.IN_MOVE_SELF | unix.IN_DELETE_SELF
 )
 
-// startWatch watches l's file and directory; l.mu is held.
-func startWatch(l *lease) *watcher {
-	w := &watcher{lost: make(chan struct{})}
-	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
-	if err != nil {
-		return w
+// watchDelay is how long a lease lives before its watch begins. Setting
+// up inotify is cheap, but tearing an instance down waits for the kernel's
+// SRCU grace period (15 ms measured here, under load): a lease shorter than
+// this, such as a cron job's quick command, never pays for it. A change in
+// the meantime is caught by the check the watch makes when it starts.
+const watchDelay = 250 * time.Millisecond
+
+func newWatcher() *watcher { return &watcher{lost: make(chan struct{})} }
+
+// start watches l's file and directory; l.mu is held. The watches name
+// paths: the file may have been removed or replaced before they were set
+// (then one of them fails), so the lease is judged once more after.
+func (w *watcher) start(l *lease) {
+	if fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK); err == nil {
+		_, err1 := unix.InotifyAddWatch(fd, filepath.Dir(l.path), dirEvents)
+		_, err2 := unix.InotifyAddWatch(fd, l.path, fileEvents)
+		if err1 == nil && err2 == nil {
+			w.ino = os.NewFile(uintptr(fd), "inotify") // non-blocking: reads wait in the runtime's poller
+			go w.run(l, filepath.Base(l.path))
+		} else {
+			unix.Close(fd)
+		}
 	}
-	_, err1 := unix.InotifyAddWatch(fd, filepath.Dir(l.path), dirEvents)
-	_, err2 := unix.InotifyAddWatch(fd, l.path, fileEvents)
-	if err1 != nil || err2 != nil {
-		unix.Close(fd)
-		return w
-	}
-	w.ino = os.NewFile(uintptr(fd), "inotify") // non-blocking: reads wait in the runtime's poller
-	go w.run(l, filepath.Base(l.path))
-	// The watches name paths: the file may have been replaced before they
-	// were set. Judge once now that any later change will be reported.
 	if errors.Is(l.check(), backend.ErrLost) {
 		w.lose()
 	}
-	return w
 }
 
 func (w *watcher) run(l *lease, name string) {
@@ -96,10 +102,11 @@ func (w *watcher) lose() {
 	w.lostOnce.Do(func() { close(w.lost) })
 }
 
-// stop ends the watch; safe on a nil watcher and more than once.
+// stop ends the watch, without waiting for the kernel to tear it down;
+// safe on a nil watcher, before start and more than once.
 func (w *watcher) stop() {
 	if w == nil || w.ino == nil {
 		return
 	}
-	w.stopOnce.Do(func() { w.ino.Close() })
+	w.stopOnce.Do(func() { go w.ino.Close() })
 }

@@ -453,9 +453,7 @@ func TestTmpfilesEntryMakesATrustedDirectory(t *testing.T) {
 	if _, err := exec.LookPath("systemd-tmpfiles"); err != nil {
 		t.Skip("no systemd-tmpfiles on this machine")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("tmpfiles --create chowns to root: needs root")
-	}
+	usertest.Require(t) // tmpfiles --create chowns to root
 	root := t.TempDir()
 	conf, err := os.ReadFile("../../packaging/tmpfiles.d/lockrun.conf")
 	if err != nil {
