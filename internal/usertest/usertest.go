@@ -11,8 +11,10 @@ import (
 	"os/exec"
 	"os/user"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // User is a user created for one test and removed after it.
@@ -48,7 +50,7 @@ func Group(t testing.TB) (string, uint32) {
 	Require(t)
 	n := name()
 	run(t, "groupadd", n)
-	t.Cleanup(func() { _ = exec.Command("groupdel", n).Run() })
+	t.Cleanup(func() { retry("groupdel", n) })
 	g, err := user.LookupGroup(n)
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +70,7 @@ func New(t testing.TB, groups ...string) *User {
 		args = append(args, "-G", g)
 	}
 	run(t, "useradd", append(args, n)...)
-	t.Cleanup(func() { _ = exec.Command("userdel", n).Run() })
+	t.Cleanup(func() { retry("userdel", n) })
 	u, err := user.Lookup(n)
 	if err != nil {
 		t.Fatal(err)
@@ -101,9 +103,22 @@ func (u *User) Sh(script string) (string, bool) {
 	return string(out), err == nil
 }
 
+// run runs an account tool, failing t if it fails.
 func run(t testing.TB, cmd string, args ...string) {
 	t.Helper()
-	if out, err := exec.Command(cmd, args...).CombinedOutput(); err != nil {
+	if out, err := retry(cmd, args...); err != nil {
 		t.Fatalf("%s %v: %v\n%s", cmd, args, err, out)
+	}
+}
+
+// retry runs an account tool, again while another one holds the lock of
+// /etc/passwd (tests of several packages create users at the same time).
+func retry(cmd string, args ...string) ([]byte, error) {
+	for attempt := 1; ; attempt++ {
+		out, err := exec.Command(cmd, args...).CombinedOutput()
+		if err == nil || attempt == 50 || !strings.Contains(string(out), "lock") {
+			return out, err
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
