@@ -71,7 +71,7 @@ func parseURL(u *url.URL) (*goredis.Options, string, error) {
 		return nil, "", fmt.Errorf("scheme %q is not redis or rediss", u.Scheme)
 	}
 	if u.Opaque != "" {
-		return nil, "", fmt.Errorf("use %s://host:port/db (not %s:...)", u.Scheme, u.Scheme) // the rest may hold a password
+		return nil, "", fmt.Errorf("use %s://host:port/db, not an opaque %s: URL", u.Scheme, u.Scheme) // the rest may hold a password
 	}
 	if backend.MisplacedUserinfo(u) { // the path would hold the password
 		return nil, "", fmt.Errorf("'@' after the host: percent-encode '/', '?', '#' and '@' in a password (%%2F, %%3F, %%23, %%40), or use password_file or $%s", EnvAuth)
@@ -147,7 +147,7 @@ func keyPrefix(q url.Values) (string, error) {
 	}
 	p := q.Get("prefix")
 	if strings.ContainsAny(p, "{} \t\r\n") || len(p) > 100 {
-		return "", fmt.Errorf("prefix=%q: use at most 100 characters without braces or blanks, for example prefix=myapp:locks: (ending where the key begins)", p)
+		return "", fmt.Errorf("prefix=%q: use at most 100 characters without braces or blanks (e.g. prefix=myapp:locks:)", p)
 	}
 	return p, nil
 }
