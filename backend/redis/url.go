@@ -73,12 +73,12 @@ func parseURL(u *url.URL) (*goredis.Options, string, error) {
 	if u.Opaque != "" {
 		return nil, "", fmt.Errorf("use %s://host:port/db, not an opaque %s: URL", u.Scheme, u.Scheme) // the rest may hold a password
 	}
-	if backend.MisplacedUserinfo(u) { // the path would hold the password
-		return nil, "", fmt.Errorf("'@' after the host: percent-encode '/', '?', '#' and '@' in a password (%%2F, %%3F, %%23, %%40), or use password_file or $%s", EnvAuth)
-	}
 	q := u.Query()
 	if err := urlopt.Known(q, "prefix", "dial_timeout", "read_timeout", "password_file", "ca_file", "cert_file", "key_file"); err != nil {
 		return nil, "", err
+	}
+	if backend.MisplacedUserinfo(u) { // the path would hold the password
+		return nil, "", fmt.Errorf("'@' after the host: percent-encode '/', '?', '#' and '@' in a password (%%2F, %%3F, %%23, %%40), or use password_file or $%s", EnvAuth)
 	}
 	opt := &goredis.Options{
 		Addr: hostPort(u),
