@@ -285,7 +285,7 @@ func TestFileTrustOthersCannotReleaseOrTake(t *testing.T) {
 			}
 		}
 	}
-	time.Sleep(200 * time.Millisecond) // a revoked holder would now be stopping
+	time.Sleep(600 * time.Millisecond) // a revoked holder would hear of it within 250 ms, and stop
 	for name, j := range jobs {
 		if !j.running() {
 			t.Errorf("%s job ended (exit %d: %s) after B's attempts", name, j.code, j.errb)
