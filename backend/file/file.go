@@ -1,8 +1,11 @@
 // Package file is lockrun's embedded backend: one lock file per key in a
 // local directory, locked with flock(2). The kernel drops the lock when its
-// holder dies, so the lease lasts exactly as long as the holding process;
-// the TTL only bounds how long a revoked holder may take to notice. The
-// fencing token is a counter kept in the lock file, fsynced under the lock.
+// holder dies, so the lease lasts exactly as long as the holding process; a
+// holder hears at once (inotify, see Done) when it is revoked or its file
+// removed, and the TTL only bounds how long that takes when the kernel
+// cannot watch. The fencing token is a counter kept in the lock file,
+// fsynced under the lock. Who may take, release or revoke a lock is who may
+// write its file; directories are verified before use (see Open).
 package file
 
 import (
@@ -55,7 +58,8 @@ func newBackend(d dirInfo) *Backend {
 	return b
 }
 
-// Dir is the directory that holds the lock files.
+// Dir is the directory that holds the lock files: the real path, with any
+// symbolic link on the way resolved.
 func (b *Backend) Dir() string { return b.dir }
 
 // Close does nothing: the backend holds no resource of its own.
