@@ -471,3 +471,31 @@ func TestTmpfilesEntryMakesATrustedDirectory(t *testing.T) {
 		t.Errorf("lockrun in the directory tmpfiles made: exit %d, %s", r.Code, r.Stderr)
 	}
 }
+
+// The opt-in: in a directory an admin shares with a group (3770, as the
+// docs say), members exclude each other and may release each other's
+// locks, whoever took the lock first.
+func TestFileTrustGroupDirectorySharesLocks(t *testing.T) {
+	group, gid := usertest.Group(t)
+	a, c := newPerson(t, group), newPerson(t, group)
+	shared := mkdir(t, filepath.Join(publicDir(t), "team"), 0o770|os.ModeSetgid|os.ModeSticky, 0, int(gid))
+	env, s, k := []string{"LOCKRUN_BACKEND=file://" + shared}, scratch(t), key(t)
+	j := a.start(env, s+"/a", "run", "--holder", "alice-job", k, "--", "sh", "-c", ": > "+s+"/a; exec sleep 60")
+	if r := c.run(env, "run", k, "--", "true"); r.Code != 75 || !strings.Contains(r.Stderr, "alice-job") {
+		t.Errorf("C's run while A holds the lock: exit %d, %q; want 75 naming A's job", r.Code, r.Stderr)
+	}
+	if r := c.run(env, "release", k); r.Code != 0 {
+		t.Fatalf("C's release of A's lock in the group's directory: exit %d, %s", r.Code, r.Stderr)
+	}
+	select {
+	case <-j.done:
+		if j.code != 76 {
+			t.Errorf("A's lockrun after C's release: exit %d, %s; want 76", j.code, j.errb)
+		}
+	case <-time.After(15 * time.Second):
+		t.Error("A's job still runs 15 s after C released its lock")
+	}
+	if r := c.run(env, "run", k, "--", "true"); r.Code != 0 {
+		t.Errorf("C's run after A's job stopped: exit %d, %s", r.Code, r.Stderr)
+	}
+}
