@@ -104,7 +104,7 @@ func (b *Backend) enqueue(ctx context.Context, e *entry, o backend.AcquireOption
 	for range tokenTries {
 		tok, err := nextToken(last, time.Now())
 		if err != nil {
-			return nil, b.unavailable("issuing a token", e.key, err)
+			return nil, fmt.Errorf("%s: lock %q: %w", b.addr, e.key, err)
 		}
 		val, err := json.Marshal(holderInfo{Holder: o.Holder, RunID: o.RunID, Token: tok})
 		if err != nil {

@@ -121,7 +121,7 @@ func (b *Backend) tryAcquire(ctx context.Context, c *pgx.Conn, key string, o bac
 		case errors.Is(err, pgx.ErrNoRows):
 			continue // a concurrent first acquirer of the key won
 		case err != nil:
-			return nil, err
+			return nil, tokenRange(err)
 		case ours: // this statement started the lease's TTL, after start
 			return &lease{b: b, key: key, runID: o.RunID, token: st.Token, ttl: ttl, start: start}, nil
 		case left > 0 && st.RunID != o.RunID:

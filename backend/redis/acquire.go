@@ -90,7 +90,7 @@ func (b *Backend) try(ctx context.Context, r request, waiter, place string) (att
 	start := time.Now() // before the request: the server's TTL starts later
 	res, err := b.scripts.acquire.Run(ctx, b.client, keys, r.ttlMS, r.o.RunID, r.o.Holder, waiter, place).Slice()
 	if err != nil {
-		return attempt{}, b.unavailable("acquire", r.key, err)
+		return attempt{}, b.acquireFailed(r.key, err)
 	}
 	a, err := b.parseAttempt(r, res, start)
 	if err != nil {

@@ -36,13 +36,11 @@ end
 -- The token: the last one plus one, and never less than the server's clock
 -- in microseconds, so that it still grows when the counter is lost
 -- (FLUSHALL, a restart without persistence, a failover to a stale replica).
-local token = redis.call('INCR', counter)
-local now = now_us()
-if token < now then
-  token = now
-  redis.call('SET', counter, int(now))
+local token = next_token(counter)
+if type(token) == 'table' then
+  return token
 end
-local value = int(token) .. ' ' .. run .. ' ' .. holder
+local value = token .. ' ' .. run .. ' ' .. holder
 redis.call('SET', lock, value, 'PX', ttl)
 if waiter ~= '' then
   redis.call('ZREM', queue, waiter)
