@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/internal/backendtest"
 	"github.com/lockrun/lockrun/internal/pgtest"
 )
 
@@ -62,5 +64,34 @@ func TestTokensStopAtTheLimit(t *testing.T) {
 	}
 	if st, err := b.Inspect(t.Context(), "k"); err != nil || st.Held || st.Token != math.MaxInt64 {
 		t.Errorf("Inspect after the refused grants = %+v, %v; want free with the last token", st, err)
+	}
+}
+
+// The lease expires on the server's clock: every grant measures it against
+// ours (a server on this host agrees), for lockrun's skew warning.
+func TestGrantsMeasureTheServersClock(t *testing.T) {
+	raw := pgtest.Isolated(t, pgtest.Shared())
+	b, c := open(t, raw), open(t, raw)
+	l, err := b.Acquire(t.Context(), "k", opts("h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	backendtest.WantNoSkew(t, "grant", l)
+	got := make(chan backend.Lease, 1)
+	go func() {
+		o := opts("w")
+		o.Wait = true
+		w, err := c.Acquire(t.Context(), "k", o)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- w
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if err := l.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if w := <-got; w != nil {
+		backendtest.WantNoSkew(t, "waiter's grant", w)
 	}
 }

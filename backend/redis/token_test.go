@@ -66,3 +66,31 @@ func consecutive(toks []backend.Token, first uint64) bool {
 	}
 	return len(toks) > 0
 }
+
+// The lock expires on the server's clock: every grant measures it against
+// ours (a server on this host agrees), for lockrun's skew warning.
+func TestGrantsMeasureTheServersClock(t *testing.T) {
+	srv := redistest.Start(t)
+	b, c := open(t, srv.URL()), open(t, srv.URL())
+	o := opts("h", time.Minute)
+	l := backendtest.MustAcquire(t, b, "k", o)
+	backendtest.WantNoSkew(t, "grant", l)
+	backendtest.WantNoSkew(t, "retried grant", backendtest.MustAcquire(t, b, "k", o))
+	got := make(chan backend.Lease, 1)
+	go func() {
+		w := opts("w", time.Minute)
+		w.Wait = true
+		l, err := c.Acquire(t.Context(), "k", w)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	time.Sleep(20 * time.Millisecond)
+	if err := l.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if w := <-got; w != nil {
+		backendtest.WantNoSkew(t, "waiter's grant", w)
+	}
+}

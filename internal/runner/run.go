@@ -70,6 +70,7 @@ func Run(ctx context.Context, job Job) error {
 	}
 	log := job.Log.With("token", lease.Token().String())
 	log.Debug("lock acquired", "ttl", lease.TTL(), "took", time.Since(lease.Start()).Round(time.Microsecond))
+	warnSkew(log, lease, job.Policy.Margin)
 
 	status, lost, cause, err := runCommand(ctx, job, proc, lease, sigs, log)
 	release(job, lease, lost, log)

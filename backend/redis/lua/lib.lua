@@ -34,16 +34,16 @@ end
 
 -- next_token moves the counter to the next token and returns it as text:
 -- the counter plus one, exact (INCR counts in 64 bits on the server, and
--- the result is read back as text, never as a Lua number), or the clock
--- in microseconds when the counter is below it. A counter that cannot
+-- the result is read back as text, never as a Lua number), or now (the
+-- clock in microseconds, as text) when the counter is below it. A counter that cannot
 -- grow (2^63-1, or not an integer) is an error reply starting with
 -- TOKENRANGE, and nothing is written.
-local function next_token(counter)
+local function next_token(counter, now)
   local n = redis.pcall('INCR', counter)
   if type(n) == 'table' and n.err then
     return redis.error_reply('TOKENRANGE ' .. counter .. ': ' .. n.err)
   end
-  local token, now = redis.call('GET', counter), int(now_us())
+  local token = redis.call('GET', counter)
   if below(token, now) then
     token = now
     redis.call('SET', counter, now)
