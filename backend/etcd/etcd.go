@@ -22,10 +22,12 @@
 // cluster's data is lost: a wiped cluster has no counter, and starts again
 // from the clock. The holder is always the oldest live entry, and entries
 // are queued in the counter's order, so every grant's token is above the
-// one before. What must hold after a wipe is that the first host to queue
-// has a clock ahead of the last token issued before it: every host's clock
-// must be within the time between the last grant before the loss and the
-// first grant after it of the fastest clock that issued tokens.
+// one before. A host whose clock is behind the counter costs a round trip
+// more (it counts on from the counter); one whose clock is ahead pushes
+// the counter ahead with it. After a wipe the tokens stay above the old
+// ones if the first host to queue has a clock ahead of the last token
+// issued before: no clock that issued tokens ran ahead of it by more than
+// the time between the last grant before the loss and the first after.
 package etcd
 
 import (
