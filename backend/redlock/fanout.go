@@ -1,0 +1,121 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/lockrun/lockrun/backend"
+)
+
+// reply is one master's answer to one call.
+type reply[T any] struct {
+	m   *master
+	v   T
+	err error
+}
+
+// fanout calls f on every master at once and collects the replies until
+// decided says the outcome is known (given the replies so far) or every
+// master has answered. Calls still running then go on in the background
+// under their own context and are ignored: a master that is down or cut
+// off costs nothing while a majority answers.
+func fanout[T any](ctx context.Context, ms []*master, f func(context.Context, *master) (T, error), decided func([]reply[T]) bool) []reply[T] {
+	ch := make(chan reply[T], len(ms))
+	for _, m := range ms {
+		go func() {
+			v, err := f(ctx, m)
+			ch <- reply[T]{m: m, v: v, err: err}
+		}()
+	}
+	var got []reply[T]
+	for range ms {
+		got = append(got, <-ch)
+		if decided != nil && decided(got) {
+			break
+		}
+	}
+	return got
+}
+
+// answered counts the replies without an error.
+func answered[T any](rs []reply[T]) int {
+	n := 0
+	for _, r := range rs {
+		if r.err == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// noQuorum is the error of a call that fewer than a majority answered: it
+// wraps backend.ErrPermission when a master refused our credentials (no
+// retry will help), else backend.ErrUnavailable, and names each failure.
+func (b *Backend) noQuorum(op, key string, answered int, errs []error) error {
+	kind := backend.ErrUnavailable
+	var msgs []string
+	for _, err := range errs {
+		if refused(err) {
+			kind = backend.ErrPermission
+		}
+		msgs = append(msgs, err.Error())
+	}
+	if key != "" {
+		op += fmt.Sprintf(" %q", key)
+	}
+	return fmt.Errorf("%w: redlock %s: %s: %d of %d masters needed, %d answered: %s",
+		kind, b.url, op, b.quorum, len(b.masters), answered, strings.Join(msgs, "; "))
+}
+
+// errorsOf lists the errors among rs, each naming its master.
+func errorsOf[T any](rs []reply[T]) []error {
+	var errs []error
+	for _, r := range rs {
+		if r.err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", r.m.addr, r.err))
+		}
+	}
+	return errs
+}
+
+// refused tells a server's refusal of who we are or what we asked (wrong
+// password, unknown user, ACL) from an outage.
+func refused(err error) bool {
+	var answered goredis.Error
+	if !errors.As(err, &answered) {
+		return false
+	}
+	msg := answered.Error()
+	for _, p := range []string{"WRONGPASS", "NOAUTH", "NOPERM"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// tally counts the replies that say yes, those that say no, and the
+// errors.
+func tally[T any](rs []reply[T], yes func(T) bool) (ayes, noes, errs int) {
+	for _, r := range rs {
+		switch {
+		case r.err != nil:
+			errs++
+		case yes(r.v):
+			ayes++
+		default:
+			noes++
+		}
+	}
+	return ayes, noes, errs
+}
+
+// settled says whether replies rs to a yes/no question decide it: a
+// majority said yes, or too many said no or failed for a majority of yes.
+func (b *Backend) settled(ayes, noes, errs int) bool {
+	return ayes >= b.quorum || noes+errs > len(b.masters)-b.quorum
+}
