@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -40,6 +41,10 @@ func fanout[T any](ctx context.Context, ms []*master, f func(context.Context, *m
 	}
 	return got
 }
+
+// stopLater cancels, after d, the context of calls that may outlive
+// their fanout: their bound, and the release of its timer.
+func stopLater(cancel context.CancelFunc, d time.Duration) { time.AfterFunc(d, cancel) }
 
 // answered counts the replies without an error.
 func answered[T any](rs []reply[T]) int {
@@ -114,8 +119,10 @@ func tally[T any](rs []reply[T], yes func(T) bool) (ayes, noes, errs int) {
 	return ayes, noes, errs
 }
 
-// settled says whether replies rs to a yes/no question decide it: a
-// majority said yes, or too many said no or failed for a majority of yes.
-func (b *Backend) settled(ayes, noes, errs int) bool {
-	return ayes >= b.quorum || noes+errs > len(b.masters)-b.quorum
+// settled says whether replies to a yes/no question decide it: a majority
+// said yes, or too many said no for a majority of yes. Errors decide
+// nothing by themselves: the masters still to answer tell a refusal
+// (held, lost) from an outage.
+func (b *Backend) settled(ayes, noes, _ int) bool {
+	return ayes >= b.quorum || noes > len(b.masters)-b.quorum
 }

@@ -60,10 +60,13 @@ func (b *Backend) try(ctx context.Context, r *request) (attempt, error) {
 func granted(g grantReply) bool { return g.code == grantGranted }
 
 // grant runs grant.lua on every master until a majority granted the lock
-// or too many refused it for one.
+// or too many refused it for one. The calls to the other masters go on in
+// the background (under the round's timeout, whatever the caller's
+// context), so that every master that answers records the token.
 func (b *Backend) grant(ctx context.Context, r *request, value string, token backend.Token) []reply[grantReply] {
-	ctx, cancel := context.WithTimeout(ctx, b.callTimeout(r.o.TTL))
-	defer cancel()
+	d := b.callTimeout(r.o.TTL)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
+	defer stopLater(cancel, d)
 	keys := []string{r.names.lock, r.names.counter, r.names.queue, r.names.record}
 	args := []any{value, r.px, token.String(), r.o.RunID, r.waiter, r.info} // copied: late calls outlive this one
 	return fanout(ctx, b.masters, func(ctx context.Context, m *master) (grantReply, error) {

@@ -83,15 +83,10 @@ func (l *lease) outcome(op string, rs []reply[int64]) error {
 func (b *Backend) releaseOn(ms []*master, n names, value string, keep int64, decided func([]reply[int64]) bool) []reply[int64] {
 	ctx, cancel := context.WithTimeout(context.Background(), b.opt.ReadTimeout)
 	keys := []string{n.lock, n.queue, n.record}
-	rs := fanout(ctx, ms, func(ctx context.Context, m *master) (int64, error) {
+	defer stopLater(cancel, b.opt.ReadTimeout)
+	return fanout(ctx, ms, func(ctx context.Context, m *master) (int64, error) {
 		return b.scripts.release.Run(ctx, m.client, keys, value, n.wake, keep).Int64()
 	}, decided)
-	if len(rs) == len(ms) {
-		cancel()
-	} else {
-		time.AfterFunc(b.opt.ReadTimeout, cancel) // the stragglers' own bound
-	}
-	return rs
 }
 
 // runOf is the run id in a lock value, or "" when it has none.

@@ -37,8 +37,7 @@ func (b *Backend) peek(ctx context.Context, r *request) views {
 		return parseView(res)
 	}, func(rs []reply[view]) bool {
 		v := count(r, rs)
-		// Enough masters are ours, or too many are another's, for a majority.
-		return v.mine >= b.quorum || v.others+len(rs)-v.mine-v.others > len(b.masters)-b.quorum || len(rs) == len(b.masters)
+		return b.settled(v.mine, v.others, 0)
 	})
 	return count(r, rs)
 }
