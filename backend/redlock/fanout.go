@@ -25,6 +25,18 @@ type reply[T any] struct {
 // under their own context and are ignored: a master that is down or cut
 // off costs nothing while a majority answers.
 func fanout[T any](ctx context.Context, ms []*master, f func(context.Context, *master) (T, error), decided func([]reply[T]) bool) []reply[T] {
+	return collect(ctx, ms, f, decided, 0)
+}
+
+// fanoutLinger is fanout, except that once decided it still waits, up to
+// linger, for the masters yet to answer: a healthy master, even on a
+// loaded host, is rarely that far behind the others, and its reply may
+// change the outcome (see peek); a master that hangs costs linger.
+func fanoutLinger[T any](ctx context.Context, ms []*master, f func(context.Context, *master) (T, error), decided func([]reply[T]) bool, linger time.Duration) []reply[T] {
+	return collect(ctx, ms, f, decided, linger)
+}
+
+func collect[T any](ctx context.Context, ms []*master, f func(context.Context, *master) (T, error), decided func([]reply[T]) bool, linger time.Duration) []reply[T] {
 	ch := make(chan reply[T], len(ms))
 	for _, m := range ms {
 		go func() {
@@ -33,10 +45,23 @@ func fanout[T any](ctx context.Context, ms []*master, f func(context.Context, *m
 		}()
 	}
 	var got []reply[T]
-	for range ms {
+	for len(got) < len(ms) {
 		got = append(got, <-ch)
 		if decided != nil && decided(got) {
 			break
+		}
+	}
+	if linger <= 0 || len(got) == len(ms) {
+		return got
+	}
+	grace := time.NewTimer(linger)
+	defer grace.Stop()
+	for len(got) < len(ms) {
+		select {
+		case r := <-ch:
+			got = append(got, r)
+		case <-grace.C:
+			return got
 		}
 	}
 	return got

@@ -34,7 +34,7 @@ func (b *Backend) try(ctx context.Context, r *request) (attempt, error) {
 	if n := answered(v.replies); n < b.quorum {
 		return attempt{}, b.noQuorum("acquire", r.key, n, errorsOf(v.replies))
 	}
-	if v.mine < b.quorum {
+	if !v.free(b.quorum) {
 		return b.blocked(r, v), nil
 	}
 	highest, clocks := v.highest()
@@ -44,14 +44,14 @@ func (b *Backend) try(ctx context.Context, r *request) (attempt, error) {
 			return attempt{}, fmt.Errorf("%w: redlock %s: acquire %q: %w", backend.ErrUnavailable, b.url, r.key, err)
 		}
 		value := token.String() + " " + r.o.RunID + " " + r.o.Holder
-		rs := b.grant(ctx, r, value, token)
-		if ok, _, _ := tally(rs, granted); ok >= b.quorum {
-			return b.granted(r, value, token, start, rs)
+		g := b.grant(ctx, r, value, token)
+		if ok, _, _ := tally(g.rs, granted); ok >= b.quorum {
+			return b.granted(r, value, token, start, g)
 		}
-		b.abandon(r, value, rs)
-		stale := staleTop(rs)
+		b.abandon(r, value, g)
+		stale := staleTop(g.rs)
 		if stale == 0 || i == staleRetries {
-			return b.refused(r, value, rs)
+			return b.refused(r, g.rs)
 		}
 		highest = max(highest, stale)
 	}
@@ -59,23 +59,38 @@ func (b *Backend) try(ctx context.Context, r *request) (attempt, error) {
 
 func granted(g grantReply) bool { return g.code == grantGranted }
 
+// round is one grant sent to every master.
+type round struct {
+	rs []reply[grantReply] // the replies that decided it
+	// landed has a channel per master, closed once its call returned: a
+	// call still running may yet set the lock, and a release sent before
+	// it could arrive first and miss it.
+	landed map[*master]chan struct{}
+}
+
 // grant runs grant.lua on every master until a majority granted the lock
 // or too many refused it for one. The calls to the other masters go on in
 // the background (under the round's timeout, whatever the caller's
 // context), so that every master that answers records the token.
-func (b *Backend) grant(ctx context.Context, r *request, value string, token backend.Token) []reply[grantReply] {
+func (b *Backend) grant(ctx context.Context, r *request, value string, token backend.Token) round {
 	d := b.callTimeout(r.o.TTL)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
 	defer stopLater(cancel, d)
 	keys := []string{r.names.lock, r.names.counter, r.names.queue, r.names.record}
 	args := []any{value, r.px, token.String(), r.o.RunID, r.waiter, r.info} // copied: late calls outlive this one
-	return fanout(ctx, b.masters, func(ctx context.Context, m *master) (grantReply, error) {
+	g := round{landed: make(map[*master]chan struct{}, len(b.masters))}
+	for _, m := range b.masters {
+		g.landed[m] = make(chan struct{})
+	}
+	g.rs = fanout(ctx, b.masters, func(ctx context.Context, m *master) (grantReply, error) {
+		defer close(g.landed[m])
 		res, err := b.scripts.grant.Run(ctx, m.client, keys, args...).Slice()
 		if err != nil {
 			return grantReply{}, err
 		}
 		return parseGrant(res)
 	}, func(rs []reply[grantReply]) bool { return b.settled(tally(rs, granted)) })
+	return g
 }
 
 // parseGrant reads grant.lua's {1, value}, {0, value, pttl} or {2, counter}.
@@ -116,20 +131,20 @@ func staleTop(rs []reply[grantReply]) backend.Token {
 
 // granted makes the lease of a grant that a majority gave, unless its
 // validity was spent on the way: then the grant is given back.
-func (b *Backend) granted(r *request, value string, token backend.Token, start time.Time, rs []reply[grantReply]) (attempt, error) {
+func (b *Backend) granted(r *request, value string, token backend.Token, start time.Time, g round) (attempt, error) {
 	if took := time.Since(start); took >= r.o.TTL {
-		b.abandon(r, value, rs)
+		b.abandon(r, value, g)
 		return attempt{}, fmt.Errorf("%w: redlock %s: acquire %q: a majority granted the lock after %v, past its %v validity",
 			backend.ErrUnavailable, b.url, r.key, took.Round(time.Millisecond), r.o.TTL)
 	}
 	l := &lease{b: b, key: r.key, names: r.names, value: value, token: token, ttl: r.o.TTL, px: r.px,
-		start: start, granted: time.Now(), minHold: r.o.MinHold}
+		start: start, granted: time.Now(), minHold: r.o.MinHold, landed: g.landed}
 	return attempt{lease: l}, nil
 }
 
 // refused turns a grant that no majority gave into its error or the
 // holder that stood in the way.
-func (b *Backend) refused(r *request, value string, rs []reply[grantReply]) (attempt, error) {
+func (b *Backend) refused(r *request, rs []reply[grantReply]) (attempt, error) {
 	if n := answered(rs); n < b.quorum {
 		return attempt{}, b.noQuorum("acquire", r.key, n, errorsOf(rs))
 	}
@@ -149,19 +164,21 @@ func (b *Backend) refused(r *request, value string, rs []reply[grantReply]) (att
 
 // abandon gives a grant that did not hold back on every master that may
 // have it: it waits for those that granted it, and lets the calls to
-// those that did not answer go on in the background.
-func (b *Backend) abandon(r *request, value string, rs []reply[grantReply]) {
-	var must []*master
-	for _, x := range rs {
-		if x.err == nil && x.v.code == grantGranted {
-			must = append(must, x.m)
+// those that did not answer go on in the background, each after its
+// grant call returned.
+func (b *Backend) abandon(r *request, value string, g round) {
+	var must, may []*master
+	for _, m := range b.masters {
+		i := slices.IndexFunc(g.rs, func(x reply[grantReply]) bool { return x.m == m })
+		switch {
+		case i < 0 || g.rs[i].err != nil:
+			may = append(may, m)
+		case g.rs[i].v.code == grantGranted:
+			must = append(must, m)
 		}
 	}
-	others := slices.DeleteFunc(slices.Clone(b.masters), func(m *master) bool {
-		return slices.ContainsFunc(rs, func(x reply[grantReply]) bool { return x.m == m && x.err == nil && x.v.code != grantGranted })
-	})
-	b.releaseOn(others, r.names, value, 0, func(done []reply[int64]) bool {
-		return !slices.ContainsFunc(must, func(m *master) bool {
+	b.releaseOn(append(must, may...), r.names, value, 0, g.landed, func(done []reply[int64]) bool {
+		return len(done) >= len(must) && !slices.ContainsFunc(must, func(m *master) bool {
 			return !slices.ContainsFunc(done, func(x reply[int64]) bool { return x.m == m })
 		})
 	})

@@ -23,6 +23,7 @@ type lease struct {
 	start   time.Time     // before the first request of the acquire
 	granted time.Time     // after a majority's grants came back
 	minHold time.Duration
+	landed  map[*master]chan struct{} // see round
 }
 
 // Token is the fencing token of this grant.
@@ -56,7 +57,7 @@ func (l *lease) Release(ctx context.Context) error {
 	if left := l.minHold - time.Since(l.granted); left > 0 {
 		keep = millis(left)
 	}
-	rs := l.b.releaseOn(l.b.masters, l.names, l.value, keep, func(rs []reply[int64]) bool {
+	rs := l.b.releaseOn(l.b.masters, l.names, l.value, keep, l.landed, func(rs []reply[int64]) bool {
 		return l.b.settled(tally(rs, ours))
 	})
 	return l.outcome("release", rs)
@@ -79,12 +80,20 @@ func (l *lease) outcome(op string, rs []reply[int64]) error {
 }
 
 // releaseOn runs release.lua for value on the masters ms, each call under
-// its own timeout, away from the caller's cancellation, until decided.
-func (b *Backend) releaseOn(ms []*master, n names, value string, keep int64, decided func([]reply[int64]) bool) []reply[int64] {
+// its own timeout, away from the caller's cancellation, and only once the
+// grant call to that master returned (landed), until decided.
+func (b *Backend) releaseOn(ms []*master, n names, value string, keep int64, landed map[*master]chan struct{}, decided func([]reply[int64]) bool) []reply[int64] {
 	ctx, cancel := context.WithTimeout(context.Background(), b.opt.ReadTimeout)
-	keys := []string{n.lock, n.queue, n.record}
 	defer stopLater(cancel, b.opt.ReadTimeout)
+	keys := []string{n.lock, n.queue, n.record}
 	return fanout(ctx, ms, func(ctx context.Context, m *master) (int64, error) {
+		if c := landed[m]; c != nil {
+			select {
+			case <-c:
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		}
 		return b.scripts.release.Run(ctx, m.client, keys, value, n.wake, keep).Int64()
 	}, decided)
 }

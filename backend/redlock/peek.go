@@ -25,11 +25,18 @@ type views struct {
 }
 
 // peek reads every master's view of r's lock (queuing r's waiter where it
-// is held) until the views decide whether a grant can be tried.
+// is held) until the views decide whether a grant can be tried: only when
+// a majority is free and no master that answers holds another run's
+// value. A copy of a lease on a minority is either an acquire on its way
+// (in or out) or a lease whose other copies were lost: masters restarted
+// empty under a live holder. Granting then would make two holders; so
+// the lock counts as held until that copy goes, with its holder's next
+// renewal or its expiry. Peek waits a little for the last masters for
+// the same reason.
 func (b *Backend) peek(ctx context.Context, r *request) views {
 	keys := []string{r.names.lock, r.names.counter, r.names.queue}
 	args := []any{r.waiter, r.place, r.o.RunID, millis(r.o.TTL)} // copied: late calls outlive this one
-	rs := fanout(ctx, b.masters, func(ctx context.Context, m *master) (view, error) {
+	rs := fanoutLinger(ctx, b.masters, func(ctx context.Context, m *master) (view, error) {
 		res, err := b.scripts.peek.Run(ctx, m.client, keys, args...).Slice()
 		if err != nil {
 			return view{}, err
@@ -37,10 +44,13 @@ func (b *Backend) peek(ctx context.Context, r *request) views {
 		return parseView(res)
 	}, func(rs []reply[view]) bool {
 		v := count(r, rs)
-		return b.settled(v.mine, v.others, 0)
-	})
+		return v.mine+v.others >= b.quorum && (v.others > 0 || v.mine >= b.quorum)
+	}, b.callTimeout(r.o.TTL)/4)
 	return count(r, rs)
 }
+
+// free says whether the views let r try a grant.
+func (v views) free(quorum int) bool { return v.mine >= quorum && v.others == 0 }
 
 func count(r *request, rs []reply[view]) views {
 	v := views{replies: rs}
