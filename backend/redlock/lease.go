@@ -50,8 +50,9 @@ func (l *lease) Renew(ctx context.Context) error {
 
 // Release gives the lock up on every master that holds this lease's value
 // and wakes the next waiter; with a minimum hold it leaves the lock to
-// expire at the grant plus MinHold instead. Calls to masters slower than
-// a majority go on in the background. Its errors are Renew's.
+// expire at the grant plus MinHold instead. It waits a little for masters
+// slower than a majority; calls to those that still do not answer go on
+// in the background. Its errors are Renew's.
 func (l *lease) Release(ctx context.Context) error {
 	var keep int64
 	if left := l.minHold - time.Since(l.granted); left > 0 {
@@ -81,12 +82,16 @@ func (l *lease) outcome(op string, rs []reply[int64]) error {
 
 // releaseOn runs release.lua for value on the masters ms, each call under
 // its own timeout, away from the caller's cancellation, and only once the
-// grant call to that master returned (landed), until decided.
+// grant call to that master returned (landed), until decided and a
+// quarter of the read timeout more for the last masters.
 func (b *Backend) releaseOn(ms []*master, n names, value string, keep int64, landed map[*master]chan struct{}, decided func([]reply[int64]) bool) []reply[int64] {
 	ctx, cancel := context.WithTimeout(context.Background(), b.opt.ReadTimeout)
 	defer stopLater(cancel, b.opt.ReadTimeout)
 	keys := []string{n.lock, n.queue, n.record}
-	return fanout(ctx, ms, func(ctx context.Context, m *master) (int64, error) {
+	// Lingering for the last masters matters: lockrun exits right after
+	// the release, and a copy left on a master would keep the lock taken
+	// (see peek) until it expires.
+	return fanoutLinger(ctx, ms, func(ctx context.Context, m *master) (int64, error) {
 		if c := landed[m]; c != nil {
 			select {
 			case <-c:
@@ -95,7 +100,7 @@ func (b *Backend) releaseOn(ms []*master, n names, value string, keep int64, lan
 			}
 		}
 		return b.scripts.release.Run(ctx, m.client, keys, value, n.wake, keep).Int64()
-	}, decided)
+	}, decided, b.opt.ReadTimeout/4)
 }
 
 // runOf is the run id in a lock value, or "" when it has none.
