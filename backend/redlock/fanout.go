@@ -67,6 +67,15 @@ func collect[T any](ctx context.Context, ms []*master, f func(context.Context, *
 	return got
 }
 
+// maxLinger caps how long a decided call waits for the last masters.
+const maxLinger = 100 * time.Millisecond
+
+// linger is how long a decided call of a lease of ttl waits for the last
+// masters: a quarter of its round's timeout, at most maxLinger.
+func (b *Backend) linger(ttl time.Duration) time.Duration {
+	return min(b.callTimeout(ttl)/4, maxLinger)
+}
+
 // stopLater cancels, after d, the context of calls that may outlive
 // their fanout: their bound, and the release of its timer.
 func stopLater(cancel context.CancelFunc, d time.Duration) { time.AfterFunc(d, cancel) }

@@ -177,7 +177,7 @@ func (b *Backend) abandon(r *request, value string, g round) {
 			must = append(must, m)
 		}
 	}
-	b.releaseOn(append(must, may...), r.names, value, 0, g.landed, func(done []reply[int64]) bool {
+	b.releaseOn(append(must, may...), r.names, value, 0, r.o.TTL, g.landed, func(done []reply[int64]) bool {
 		return len(done) >= len(must) && !slices.ContainsFunc(must, func(m *master) bool {
 			return !slices.ContainsFunc(done, func(x reply[int64]) bool { return x.m == m })
 		})

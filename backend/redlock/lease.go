@@ -58,7 +58,7 @@ func (l *lease) Release(ctx context.Context) error {
 	if left := l.minHold - time.Since(l.granted); left > 0 {
 		keep = millis(left)
 	}
-	rs := l.b.releaseOn(l.b.masters, l.names, l.value, keep, l.landed, func(rs []reply[int64]) bool {
+	rs := l.b.releaseOn(l.b.masters, l.names, l.value, keep, l.ttl, l.landed, func(rs []reply[int64]) bool {
 		return l.b.settled(tally(rs, ours))
 	})
 	return l.outcome("release", rs)
@@ -83,8 +83,8 @@ func (l *lease) outcome(op string, rs []reply[int64]) error {
 // releaseOn runs release.lua for value on the masters ms, each call under
 // its own timeout, away from the caller's cancellation, and only once the
 // grant call to that master returned (landed), until decided and a
-// quarter of the read timeout more for the last masters.
-func (b *Backend) releaseOn(ms []*master, n names, value string, keep int64, landed map[*master]chan struct{}, decided func([]reply[int64]) bool) []reply[int64] {
+// little more (linger) for the last masters.
+func (b *Backend) releaseOn(ms []*master, n names, value string, keep int64, ttl time.Duration, landed map[*master]chan struct{}, decided func([]reply[int64]) bool) []reply[int64] {
 	ctx, cancel := context.WithTimeout(context.Background(), b.opt.ReadTimeout)
 	defer stopLater(cancel, b.opt.ReadTimeout)
 	keys := []string{n.lock, n.queue, n.record}
@@ -100,7 +100,7 @@ func (b *Backend) releaseOn(ms []*master, n names, value string, keep int64, lan
 			}
 		}
 		return b.scripts.release.Run(ctx, m.client, keys, value, n.wake, keep).Int64()
-	}, decided, b.opt.ReadTimeout/4)
+	}, decided, b.linger(ttl))
 }
 
 // runOf is the run id in a lock value, or "" when it has none.

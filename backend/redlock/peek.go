@@ -45,7 +45,7 @@ func (b *Backend) peek(ctx context.Context, r *request) views {
 	}, func(rs []reply[view]) bool {
 		v := count(r, rs)
 		return v.mine+v.others >= b.quorum && (v.others > 0 || v.mine >= b.quorum)
-	}, b.callTimeout(r.o.TTL)/4)
+	}, b.linger(r.o.TTL))
 	return count(r, rs)
 }
 
