@@ -114,3 +114,27 @@ func redlockExpiryAfterARenewal(t *testing.T, srv *redistest.Server) time.Time {
 	t.Fatal("the holder did not renew within 10s")
 	return time.Time{}
 }
+
+// status and release work on a Redlock set: the revoked holder stops its
+// command and exits 76 within its TTL, and a --wait run queued behind it
+// goes next.
+func TestRedlockStatusReleaseAndWait(t *testing.T) {
+	_, e := redlockSet(t)
+	ready := filepath.Join(t.TempDir(), "ready")
+	holder := start(t, e, "run", "--ttl", "2s", "--holder", "worker-7", "k", "--", "sh", "-c", "echo > "+ready+"; exec sleep 60")
+	waitFile(t, ready)
+	if r := run(t, e, "status", "k"); r.Code != 0 || !strings.Contains(r.Stdout, "held by worker-7") {
+		t.Errorf("status: exit %d, %q %q", r.Code, r.Stdout, r.Stderr)
+	}
+	waiter := start(t, e, "run", "--wait", "k", "--", "true")
+	begin := time.Now()
+	if r := run(t, e, "release", "k"); r.Code != 0 {
+		t.Fatalf("release: exit %d, %s", r.Code, r.Stderr)
+	}
+	if code := exitCode(t, holder); code != 76 || time.Since(begin) > 2*time.Second {
+		t.Errorf("revoked holder: exit %d after %v; want 76 within its 2s ttl", code, time.Since(begin))
+	}
+	if code := exitCode(t, waiter); code != 0 {
+		t.Errorf("waiter: exit %d", code)
+	}
+}
