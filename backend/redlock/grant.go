@@ -51,7 +51,7 @@ func (b *Backend) try(ctx context.Context, r *request) (attempt, error) {
 		b.abandon(r, value, g)
 		stale := staleTop(g.rs)
 		if stale == 0 || i == staleRetries {
-			return b.refused(r, g.rs)
+			return b.notGranted(r, g.rs)
 		}
 		highest = max(highest, stale)
 	}
@@ -142,9 +142,9 @@ func (b *Backend) granted(r *request, value string, token backend.Token, start t
 	return attempt{lease: l}, nil
 }
 
-// refused turns a grant that no majority gave into its error or the
+// notGranted turns a grant that no majority gave into its error or the
 // holder that stood in the way.
-func (b *Backend) refused(r *request, rs []reply[grantReply]) (attempt, error) {
+func (b *Backend) notGranted(r *request, rs []reply[grantReply]) (attempt, error) {
 	if n := answered(rs); n < b.quorum {
 		return attempt{}, b.noQuorum("acquire", r.key, n, errorsOf(rs))
 	}

@@ -75,7 +75,7 @@ func (b *Backend) heldStatus(key, value string, rs []reply[record]) (backend.Sta
 			continue
 		}
 		left = append(left, x.v.pttl)
-		if st.Since.IsZero() || x.v.since.Before(st.Since) && !x.v.since.IsZero() {
+		if !x.v.since.IsZero() && (st.Since.IsZero() || x.v.since.Before(st.Since)) {
 			st.Since, st.Info = x.v.since, x.v.info
 		}
 		if x.v.renewed.After(st.Renewed) {
