@@ -76,9 +76,16 @@ func (b *Backend) linger(ttl time.Duration) time.Duration {
 	return min(b.callTimeout(ttl)/4, maxLinger)
 }
 
-// stopLater cancels, after d, the context of calls that may outlive
-// their fanout: their bound, and the release of its timer.
-func stopLater(cancel context.CancelFunc, d time.Duration) { time.AfterFunc(d, cancel) }
+// detached is a context for calls that may outlive their fanout: free of
+// ctx's cancellation, but ending by ctx's deadline and within d at most,
+// whichever comes first; stop cancels it once its calls are done with.
+func detached(ctx context.Context, d time.Duration) (calls context.Context, stop func()) {
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl))
+	}
+	calls, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
+	return calls, func() { time.AfterFunc(d, cancel) }
+}
 
 // answered counts the replies without an error.
 func answered[T any](rs []reply[T]) int {

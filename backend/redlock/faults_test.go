@@ -86,6 +86,12 @@ func TestMajorityDownFails(t *testing.T) {
 		t.Errorf("Renew with a majority down = %v after %v, want ErrUnavailable by its deadline", err, time.Since(begin))
 	}
 	begin = time.Now()
+	rctx, rcancel := context.WithTimeout(t.Context(), 250*time.Millisecond)
+	defer rcancel()
+	if err := l.Release(rctx); err == nil || time.Since(begin) > 450*time.Millisecond {
+		t.Errorf("Release with a majority down = %v after %v, want an error by its 250ms deadline", err, time.Since(begin))
+	}
+	begin = time.Now()
 	if _, err := b.Acquire(t.Context(), "other", opts("bob", time.Second)); !errors.Is(err, backend.ErrUnavailable) || time.Since(begin) > time.Second {
 		t.Errorf("Acquire with a majority down = %v after %v, want ErrUnavailable within the 1s ttl", err, time.Since(begin))
 	}

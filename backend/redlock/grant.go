@@ -70,12 +70,12 @@ type round struct {
 
 // grant runs grant.lua on every master until a majority granted the lock
 // or too many refused it for one. The calls to the other masters go on in
-// the background (under the round's timeout, whatever the caller's
-// context), so that every master that answers records the token.
+// the background (by the round's timeout or the caller's deadline, even
+// when the caller gives up), so that every master that answers records
+// the token.
 func (b *Backend) grant(ctx context.Context, r *request, value string, token backend.Token) round {
-	d := b.callTimeout(r.o.TTL)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
-	defer stopLater(cancel, d)
+	ctx, stop := detached(ctx, b.callTimeout(r.o.TTL))
+	defer stop()
 	keys := []string{r.names.lock, r.names.counter, r.names.queue, r.names.record}
 	args := []any{value, r.px, token.String(), r.o.RunID, r.waiter, r.info} // copied: late calls outlive this one
 	g := round{landed: make(map[*master]chan struct{}, len(b.masters))}
@@ -177,7 +177,7 @@ func (b *Backend) abandon(r *request, value string, g round) {
 			must = append(must, m)
 		}
 	}
-	b.releaseOn(append(must, may...), r.names, value, 0, r.o.TTL, g.landed, func(done []reply[int64]) bool {
+	b.releaseOn(context.Background(), append(must, may...), r.names, value, 0, r.o.TTL, g.landed, func(done []reply[int64]) bool {
 		return len(done) >= len(must) && !slices.ContainsFunc(must, func(m *master) bool {
 			return !slices.ContainsFunc(done, func(x reply[int64]) bool { return x.m == m })
 		})

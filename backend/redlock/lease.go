@@ -58,7 +58,7 @@ func (l *lease) Release(ctx context.Context) error {
 	if left := l.minHold - time.Since(l.granted); left > 0 {
 		keep = millis(left)
 	}
-	rs := l.b.releaseOn(l.b.masters, l.names, l.value, keep, l.ttl, l.landed, func(rs []reply[int64]) bool {
+	rs := l.b.releaseOn(ctx, l.b.masters, l.names, l.value, keep, l.ttl, l.landed, func(rs []reply[int64]) bool {
 		return l.b.settled(tally(rs, ours))
 	})
 	return l.outcome("release", rs)
@@ -80,13 +80,14 @@ func (l *lease) outcome(op string, rs []reply[int64]) error {
 	return l.b.noQuorum(op, l.key, answered(rs), errorsOf(rs))
 }
 
-// releaseOn runs release.lua for value on the masters ms, each call under
-// its own timeout, away from the caller's cancellation, and only once the
+// releaseOn runs release.lua for value on the masters ms, each call by
+// ctx's deadline and the read timeout, but not cancelled with ctx (a
+// lockrun that gives up still cleans up while it lives), and only once the
 // grant call to that master returned (landed), until decided and a
 // little more (linger) for the last masters.
-func (b *Backend) releaseOn(ms []*master, n names, value string, keep int64, ttl time.Duration, landed map[*master]chan struct{}, decided func([]reply[int64]) bool) []reply[int64] {
-	ctx, cancel := context.WithTimeout(context.Background(), b.opt.ReadTimeout)
-	defer stopLater(cancel, b.opt.ReadTimeout)
+func (b *Backend) releaseOn(ctx context.Context, ms []*master, n names, value string, keep int64, ttl time.Duration, landed map[*master]chan struct{}, decided func([]reply[int64]) bool) []reply[int64] {
+	ctx, stop := detached(ctx, b.opt.ReadTimeout)
+	defer stop()
 	keys := []string{n.lock, n.queue, n.record}
 	// Lingering for the last masters matters: lockrun exits right after
 	// the release, and a copy left on a master would keep the lock taken
