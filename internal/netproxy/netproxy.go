@@ -218,11 +218,12 @@ func (p *Proxy) pipe(dst, src net.Conn, dir Direction) {
 			if d := p.gate(dir); d > 0 {
 				time.Sleep(d)
 			}
-			sent := time.Now()
+			// Counted as it is written, not after: the peer may read the
+			// chunk, and act on it, before a count taken afterwards.
+			p.count(dir, n, time.Now())
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
-			p.count(dir, n, sent)
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
