@@ -55,8 +55,8 @@ func (e *env) samplesOf(n int) int {
 func Report(tb testing.TB, cfg Config, w io.Writer) {
 	e := &env{tb: tb, lockrun: cfg.Lockrun, stamp: cfg.Stamp, baseline: cfg.Baseline, dir: tb.TempDir(), short: cfg.Short}
 	var tgs []target
-	starts := map[string]func() target{"file": e.fileTarget, "redis": e.redisTarget, "etcd": e.etcdTarget, "postgres": e.postgresTarget}
-	for _, name := range []string{"file", "redis", "etcd", "postgres"} {
+	starts := map[string]func() target{"file": e.fileTarget, "redis": e.redisTarget, "redlock": e.redlockTarget, "etcd": e.etcdTarget, "postgres": e.postgresTarget}
+	for _, name := range []string{"file", "redis", "redlock", "etcd", "postgres"} {
 		if len(cfg.Backends) == 0 || slices.Contains(cfg.Backends, name) {
 			tgs = append(tgs, starts[name]())
 		}
