@@ -10,6 +10,7 @@ command -v redis-server >/dev/null || need+=(redis-server)
 command -v etcd >/dev/null || need+=(etcd-server)
 command -v etcdctl >/dev/null || need+=(etcd-client)
 command -v flock >/dev/null || need+=(util-linux)
+[ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null || need+=(zookeeper)
 [ -x /usr/lib/postgresql/15/bin/postgres ] || ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
 if [ ${#need[@]} -gt 0 ]; then
 	echo "services: installing ${need[*]}"
