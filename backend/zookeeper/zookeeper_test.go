@@ -69,3 +69,12 @@ func TestConformance(t *testing.T) {
 func opts(holder string, wait bool) backend.AcquireOptions {
 	return backend.AcquireOptions{TTL: time.Second, Holder: holder, RunID: rand.Text(), Wait: wait}
 }
+
+func mustURL(t testing.TB, raw string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
