@@ -1,0 +1,161 @@
+package e2e_test
+
+import (
+	"bufio"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockrun/lockrun/internal/backendtest"
+	"github.com/lockrun/lockrun/internal/lockruntest"
+	"github.com/lockrun/lockrun/internal/netproxy"
+	"github.com/lockrun/lockrun/internal/zktest"
+)
+
+// These tests run the lockrun binary against real ZooKeeper servers.
+
+func TestZooKeeperDownExits69AtOnce(t *testing.T) {
+	srv := zktest.Start(t)
+	srv.Stop()
+	lockruntest.Binary(t) // built before the clock starts
+	begin := time.Now()
+	r := run(t, nil, "run", "-b", srv.URL(), "k", "--", "true")
+	took := time.Since(begin)
+	if r.Code != 69 || strings.Count(r.Stderr, "\n") != 1 || !strings.Contains(r.Stderr, "connection refused") || took > 3*time.Second {
+		t.Errorf("ZooKeeper down: exit %d after %v, stderr %q; want 69 within 3s (0.6s of probe retries plus slack for a loaded machine), one line", r.Code, took, r.Stderr)
+	}
+}
+
+// zkHold starts `lockrun run -v` on url with a child that ignores SIGTERM
+// (so only the SIGKILL at the deadline stops it) and writes its pid and
+// token. It returns the process, the child's pid and token, and a channel
+// that receives, after each renewal lockrun logs, the earliest time that
+// renewal can have been sent.
+func zkHold(t *testing.T, url, key string, args ...string) (*exec.Cmd, int, uint64, <-chan time.Time) {
+	t.Helper()
+	dir := t.TempDir()
+	pidFile, tokFile := filepath.Join(dir, "pid"), filepath.Join(dir, "token")
+	argv := append([]string{"run", "-v", "-b", url}, args...)
+	argv = append(argv, key, "--", "sh", "-c", "trap '' TERM; echo $LOCKRUN_FENCING_TOKEN > "+tokFile+"; echo $$ > "+pidFile+"; exec sleep 60")
+	cmd := exec.Command(lockruntest.Binary(t), argv...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	renewed := make(chan time.Time, 100)
+	go func() {
+		for sc := bufio.NewScanner(stderr); sc.Scan(); {
+			if line := sc.Text(); strings.Contains(line, "lease renewed") {
+				renewed <- time.Now().Add(-zkTookOf(line) - 20*time.Millisecond)
+			}
+		}
+	}()
+	pid, _ := strconv.Atoi(waitFile(t, pidFile))
+	tok, _ := strconv.ParseUint(waitFile(t, tokFile), 10, 64)
+	return cmd, pid, tok, renewed
+}
+
+// zkTookOf reads took=DURATION from a log line (rounded to the ms).
+func zkTookOf(line string) time.Duration {
+	_, rest, _ := strings.Cut(line, "took=")
+	d, _ := time.ParseDuration(strings.Fields(rest + " ")[0])
+	return d + time.Millisecond
+}
+
+// zkCutAndMeasure cuts lockrun off with cut right after a renewal and
+// checks that the child is dead before the session can expire (the
+// renewal's send time plus the TTL) and that lockrun exits 76. After heal,
+// a second lockrun on next gets the lock with a higher token.
+func zkCutAndMeasure(t *testing.T, url, next string, cut, heal func()) {
+	t.Helper()
+	const ttl = 2 * time.Second
+	key := backendtest.Key(t)
+	cmd, pid, tok, renewed := zkHold(t, url, key, "--ttl", ttl.String(), "--heartbeat", "500ms")
+	sent := <-renewed
+	cut()
+	cutAt := time.Now()
+	for alive(pid) && time.Since(cutAt) < 2*ttl {
+		time.Sleep(time.Millisecond)
+	}
+	dead := time.Now()
+	if expiry := sent.Add(ttl); !dead.Before(expiry) {
+		t.Errorf("child dead %v after the last renewal was sent: not before the session could expire (%v)", dead.Sub(sent), ttl)
+	}
+	t.Logf("child dead %v after the cut, %v after the last renewal was sent", dead.Sub(cutAt).Round(time.Millisecond), dead.Sub(sent).Round(time.Millisecond))
+	if code := exitCode(t, cmd); code != 76 {
+		t.Errorf("lockrun exit %d, want 76 (lock lost)", code)
+	}
+	heal()
+	r := run(t, nil, "run", "-b", next, "--ttl", "2s", "--timeout", "20s", key, "--", "sh", "-c", "echo $LOCKRUN_FENCING_TOKEN")
+	if n, err := strconv.ParseUint(strings.TrimSpace(r.Stdout), 10, 64); r.Code != 0 || err != nil || n <= tok {
+		t.Errorf("next holder: exit %d, token %q after %d (%s)", r.Code, r.Stdout, tok, r.Stderr)
+	}
+}
+
+func TestZooKeeperLinkCutKillsTheChildBeforeExpiry(t *testing.T) {
+	srv := zktest.Start(t)
+	proxy := netproxy.Start(t, srv.Addr())
+	zkCutAndMeasure(t, zktest.URL(proxy.Addr()), srv.URL(), func() { proxy.Hold(netproxy.Both) }, func() {})
+}
+
+func TestZooKeeperFrozenServerKillsTheChildBeforeExpiry(t *testing.T) {
+	srv := zktest.Start(t)
+	zkCutAndMeasure(t, srv.URL(), srv.URL(), srv.Freeze, srv.Thaw)
+}
+
+// A member cut off from the majority stops serving: the command of a
+// lockrun connected to it alone dies before its session could expire, and
+// the majority's next holder gets a higher token.
+func TestZooKeeperMemberWithoutQuorumKillsTheChildBeforeExpiry(t *testing.T) {
+	m := zktest.StartEnsemble(t, 3)
+	leader := zktest.Leader(t, m, 10*time.Second)
+	var lone *zktest.Server
+	for _, s := range m {
+		if s != leader {
+			lone = s
+		}
+	}
+	var majority []*zktest.Server
+	var addrs []string
+	for _, s := range m {
+		if s != lone {
+			majority = append(majority, s)
+			addrs = append(addrs, s.Addr())
+		}
+	}
+	zkCutAndMeasure(t, lone.URL(), zktest.URL(addrs...), func() {
+		for _, s := range majority {
+			s.Freeze()
+		}
+	}, func() {
+		for _, s := range majority {
+			s.Thaw()
+		}
+		for _, s := range majority {
+			s.WaitReady()
+		}
+	})
+}
+
+// Killing the leader while lockrun talks to the whole ensemble: the
+// session moves to a surviving member and stays, and the command runs on
+// to its end with exit 0.
+func TestZooKeeperLeaderLossKeepsTheLock(t *testing.T) {
+	m := zktest.StartEnsemble(t, 3)
+	leader := zktest.Leader(t, m, 10*time.Second)
+	url := zktest.URL(m[0].Addr(), m[1].Addr(), m[2].Addr())
+	ready := filepath.Join(t.TempDir(), "ready")
+	cmd := start(t, nil, "run", "-b", url, "--ttl", "6s", backendtest.Key(t), "--", "sh", "-c", "echo > "+ready+"; sleep 6")
+	waitFile(t, ready)
+	leader.Stop()
+	if code := exitCode(t, cmd); code != 0 {
+		t.Errorf("lockrun exit %d after the leader was killed; want 0: the session survives a new election", code)
+	}
+}
