@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -292,4 +293,18 @@ func tail(b []byte, n int) []byte {
 		return b[len(b)-n:]
 	}
 	return b
+}
+
+// KazooLock is the argv prefix that runs a command under a kazoo Lock on
+// path of the servers at hosts (host:port,...): Debian's python3-kazoo, a
+// ZooKeeper lock as a Python user would take it. Append
+// [TIMEOUT] "--" COMMAND....
+func KazooLock(t testing.TB, hosts, path string) []string {
+	t.Helper()
+	_, self, _, _ := runtime.Caller(0)
+	script := filepath.Join(filepath.Dir(self), "zklock.py")
+	if err := exec.Command("/usr/bin/python3", "-c", "import kazoo").Run(); err != nil {
+		t.Fatalf("python3-kazoo not installed (%v): run .ci/services.sh (apt-get install python3-kazoo)", err)
+	}
+	return []string{"/usr/bin/python3", script, hosts, path}
 }
