@@ -2,11 +2,13 @@ package zookeeper
 
 import (
 	"errors"
+	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/lockrun/lockrun/backend"
 	"github.com/lockrun/lockrun/internal/backendtest"
+	"github.com/lockrun/lockrun/internal/testcert"
 	"github.com/lockrun/lockrun/internal/zktest"
 )
 
@@ -43,5 +45,28 @@ func TestDigestAuth(t *testing.T) {
 	}
 	if err := l.Release(t.Context()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTLSServer: zks:// with the CA and a client certificate works against
+// a TLS-only ZooKeeper (Netty, client certificates required); without them
+// the handshake fails and the ensemble counts as unreachable.
+func TestTLSServer(t *testing.T) {
+	f := testcert.Write(t)
+	srv := zktest.StartTLS(t, f)
+	q := url.Values{"cacert": {f.CA}, "cert": {f.Cert}, "key": {f.Key}, "tick_time": {zktest.TickTime.String()}}
+	b := openTest(t, "zks://"+srv.Addr()+"/lockrun?"+q.Encode())
+	l := backendtest.MustAcquire(t, b, backendtest.Key(t), opts("alice", false))
+	if err := l.Renew(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenURL(t.Context(), mustURL(t, "zks://"+srv.Addr())); !errors.Is(err, backend.ErrUnavailable) {
+		t.Errorf("zks:// without the CA or a client certificate = %v, want ErrUnavailable", err)
+	}
+	if _, err := OpenURL(t.Context(), mustURL(t, "zk://"+srv.Addr())); !errors.Is(err, backend.ErrUnavailable) {
+		t.Errorf("zk:// to a TLS port = %v, want ErrUnavailable", err)
 	}
 }

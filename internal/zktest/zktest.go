@@ -8,6 +8,7 @@ package zktest
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -26,8 +27,11 @@ import (
 	"github.com/lockrun/lockrun/internal/serverproc"
 )
 
-// Jar is Debian's ZooKeeper server; its manifest names the jars it needs.
+// Jar is Debian's ZooKeeper server; its manifest names the jars it needs,
+// but for those of Netty's TLS path, which classpath adds.
 const Jar = "/usr/share/java/zookeeper.jar"
+
+const classpath = Jar + ":/usr/share/java/netty-codec.jar:/usr/share/java/netty-resolver.jar:/usr/share/java/netty-transport-native-unix-common.jar"
 
 // TickTime is the servers' tickTime: sessions may be as short as two
 // ticks, and the tests' URLs tell lockrun the tick (tick_time).
@@ -42,8 +46,10 @@ type Server struct {
 	t       testing.TB
 	dir     string
 	id      int
-	client  int      // client port
-	members []string // server.N lines of the ensemble; none when standalone
+	client  int         // client port
+	members []string    // server.N lines of the ensemble; none when standalone
+	tls     []string    // zoo.cfg lines of a TLS-only server; none for plain
+	tlsCfg  *tls.Config // how Mode reaches a TLS-only server
 
 	mu   sync.Mutex       // guards proc: fault tests freeze from their own goroutines
 	proc *serverproc.Proc // nil while stopped
@@ -113,14 +119,19 @@ func (s *Server) configure() error {
 		"tickTime=" + strconv.Itoa(int(TickTime/time.Millisecond)),
 		"initLimit=40", "syncLimit=8", // generous: the machine is loaded
 		"dataDir=" + data,
-		"clientPort=" + strconv.Itoa(s.client), "clientPortAddress=127.0.0.1",
+	}
+	if s.tls == nil {
+		cfg = append(cfg, "clientPort="+strconv.Itoa(s.client), "clientPortAddress=127.0.0.1")
+	}
+	cfg = append(cfg,
 		"maxSessionTimeout=120000",
 		"admin.enableServer=false", // else it binds :8080
 		"4lw.commands.whitelist=srvr,ruok",
 		"forceSync=no", // tests kill servers; no test needs a write to outlive that
 		"electionPortBindRetry=3",
-	}
+	)
 	cfg = append(cfg, s.members...)
+	cfg = append(cfg, s.tls...)
 	if len(s.members) > 0 {
 		if err := os.WriteFile(filepath.Join(data, "myid"), []byte(strconv.Itoa(s.id)+"\n"), 0o600); err != nil {
 			return err
@@ -140,7 +151,7 @@ func (s *Server) spawn() error {
 	}
 	defer log.Close()
 	cmd := exec.Command("java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xmx256m",
-		"-Djava.net.preferIPv4Stack=true", "-cp", Jar,
+		"-Djava.net.preferIPv4Stack=true", "-cp", classpath,
 		"org.apache.zookeeper.server.quorum.QuorumPeerMain", s.cfgPath())
 	cmd.Dir, cmd.Stdout, cmd.Stderr = s.dir, log, log
 	proc, err := serverproc.Start(cmd)
@@ -257,7 +268,13 @@ func (s *Server) awaitReady() error {
 // Mode asks the server (4lw srvr) whether it is standalone, leader or
 // follower; it fails while the server does not serve.
 func (s *Server) Mode() (string, error) {
-	c, err := net.DialTimeout("tcp", s.Addr(), 200*time.Millisecond)
+	var c net.Conn
+	var err error
+	if s.tlsCfg != nil {
+		c, err = tls.DialWithDialer(&net.Dialer{Timeout: 200 * time.Millisecond}, "tcp", s.Addr(), s.tlsCfg)
+	} else {
+		c, err = net.DialTimeout("tcp", s.Addr(), 200*time.Millisecond)
+	}
 	if err != nil {
 		return "", err
 	}
