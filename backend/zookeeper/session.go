@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -29,10 +28,6 @@ type session struct {
 	gone    chan struct{} // closed once the session expired or was closed
 	once    sync.Once
 }
-
-// errSessionGone means the session that owned our nodes expired or was
-// closed: its ephemeral nodes are deleted.
-var errSessionGone = errors.New("ZooKeeper session expired")
 
 // dialWatch counts dial failures in a row across the connection's
 // attempts, so that connect can give up once every server refused, and

@@ -2,12 +2,16 @@ package e2e_test
 
 import (
 	"bufio"
+	"errors"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"github.com/lockrun/lockrun/internal/backendtest"
 	"github.com/lockrun/lockrun/internal/lockruntest"
@@ -157,5 +161,55 @@ func TestZooKeeperLeaderLossKeepsTheLock(t *testing.T) {
 	leader.Stop()
 	if code := exitCode(t, cmd); code != 0 {
 		t.Errorf("lockrun exit %d after the leader was killed; want 0: the session survives a new election", code)
+	}
+}
+
+// zkQueue counts the contender nodes of key.
+func zkQueue(t *testing.T, c *zk.Conn, key string) int {
+	t.Helper()
+	kids, _, err := c.Children("/lockrun/" + key)
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		t.Fatal(err)
+	}
+	return len(kids)
+}
+
+// zkWaitQueue waits up to 5 s for key's queue to have n nodes.
+func zkWaitQueue(t *testing.T, c *zk.Conn, key string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); zkQueue(t, c, key) != n; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("queue of %s has %d nodes, want %d", key, zkQueue(t, c, key), n)
+		}
+	}
+}
+
+type quietZK struct{}
+
+func (quietZK) Printf(string, ...any) {}
+
+// A killed waiter's node goes with its session (the TTL plus a tick), and
+// a waiter that times out removes its node at once.
+func TestZooKeeperWaitersLeaveNoNode(t *testing.T) {
+	srv := zktest.Start(t)
+	c, _, err := zk.Connect([]string{srv.Addr()}, 5*time.Second, zk.WithLogger(quietZK{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	key, ready := backendtest.Key(t), filepath.Join(t.TempDir(), "ready")
+	start(t, nil, "run", "-b", srv.URL(), key, "--", "sh", "-c", "echo > "+ready+"; sleep 30")
+	waitFile(t, ready)
+	waiter := start(t, nil, "run", "-b", srv.URL(), "--ttl", "1s", "--wait", key, "--", "true")
+	zkWaitQueue(t, c, key, 2)
+	killed := time.Now()
+	waiter.Process.Signal(syscall.SIGKILL)
+	zkWaitQueue(t, c, key, 1)
+	if d := time.Since(killed); d > 2*time.Second+zktest.TickTime {
+		t.Errorf("killed waiter's node lasted %v with a 1s lease (session 1s plus a tick)", d)
+	}
+	r := run(t, nil, "run", "-b", srv.URL(), "--timeout", "300ms", key, "--", "true")
+	if n := zkQueue(t, c, key); r.Code != 75 || n != 1 {
+		t.Errorf("waiter that timed out: exit %d, queue %d; want 75 and the holder's node alone at once", r.Code, n)
 	}
 }
