@@ -41,8 +41,9 @@ import (
 )
 
 // adminTimeout is the session timeout of the backend's own session, which
-// holds no lock: long enough to ride out a leader election.
-const adminTimeout = 10 * time.Second
+// holds no lock: long enough to ride out a leader election, and its pings
+// (a third of it apart) cost the server little.
+const adminTimeout = 30 * time.Second
 
 // Backend takes locks in one ZooKeeper ensemble. It is safe for concurrent
 // use.
