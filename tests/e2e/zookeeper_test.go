@@ -213,3 +213,38 @@ func TestZooKeeperWaitersLeaveNoNode(t *testing.T) {
 		t.Errorf("waiter that timed out: exit %d, queue %d; want 75 and the holder's node alone at once", r.Code, n)
 	}
 }
+
+// The majority goes on without lockrun: cut off (a proxy holds its link
+// to its one member), its session expires at the leader and a waiter on
+// the other members takes the lock. The waiter's command must start only
+// after the first command is dead, and with a higher token.
+func TestZooKeeperPartitionedHolderDiesBeforeTheMajorityGrants(t *testing.T) {
+	m := zktest.StartEnsemble(t, 3)
+	proxy := netproxy.Start(t, m[0].Addr())
+	key, dir := backendtest.Key(t), t.TempDir()
+	cmd, pid, tok, renewed := zkHold(t, zktest.URL(proxy.Addr()), key, "--ttl", "2s", "--heartbeat", "500ms")
+	started, tokFile := filepath.Join(dir, "started"), filepath.Join(dir, "token")
+	waiter := start(t, nil, "run", "-b", zktest.URL(m[1].Addr(), m[2].Addr()), "--ttl", "2s", "--wait", key, "--",
+		"sh", "-c", "date +%s%N > "+started+"; echo $LOCKRUN_FENCING_TOKEN > "+tokFile)
+	<-renewed
+	proxy.Hold(netproxy.Both)
+	for alive(pid) {
+		time.Sleep(time.Millisecond)
+	}
+	dead := time.Now()
+	if code := exitCode(t, cmd); code != 76 {
+		t.Errorf("cut-off lockrun exit %d, want 76", code)
+	}
+	if code := exitCode(t, waiter); code != 0 {
+		t.Fatalf("waiter exit %d, want 0", code)
+	}
+	ns, _ := strconv.ParseInt(waitFile(t, started), 10, 64)
+	if at := time.Unix(0, ns); !at.After(dead) {
+		t.Errorf("the waiter's command started %v before the cut-off holder's command was dead", dead.Sub(at))
+	} else {
+		t.Logf("waiter's command started %v after the cut-off command died", at.Sub(dead).Round(time.Millisecond))
+	}
+	if next, _ := strconv.ParseUint(waitFile(t, tokFile), 10, 64); next <= tok {
+		t.Errorf("waiter's token %d is not above %d", next, tok)
+	}
+}
