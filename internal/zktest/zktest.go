@@ -23,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/lockrun/lockrun/internal/backendtest"
 	"github.com/lockrun/lockrun/internal/serverproc"
 )
@@ -325,3 +327,56 @@ func KazooLock(t testing.TB, hosts, path string) []string {
 	}
 	return []string{"/usr/bin/python3", script, hosts, path}
 }
+
+// WaitQuorum waits up to 30 s until every one of members serves a sync
+// (which goes through the leader) on a new session, twice a quarter of a
+// second apart: a leader that was frozen may win, then give up, an
+// election after it thaws.
+func WaitQuorum(t testing.TB, members ...*Server) {
+	t.Helper()
+	deadline := time.Now().Add(startTimeout)
+	for _, m := range members {
+		for ok := 0; ok < 2; time.Sleep(TickTime) {
+			if err := m.syncOnce(); err != nil {
+				ok = 0
+				if time.Now().After(deadline) {
+					t.Fatalf("ZooKeeper on %s does not serve: %v", m.Addr(), err)
+				}
+				continue
+			}
+			ok++
+		}
+	}
+}
+
+// syncOnce opens a session on the server alone and syncs the root.
+func (s *Server) syncOnce() error {
+	c, ev, err := zk.Connect([]string{s.Addr()}, 2*time.Second, zk.WithLogger(quiet{}))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	timeout := time.After(time.Second)
+	for {
+		select {
+		case e := <-ev:
+			if e.State != zk.StateHasSession {
+				continue
+			}
+			done := make(chan error, 1)
+			go func() { _, err := c.Sync("/"); done <- err }()
+			select {
+			case err := <-done:
+				return err
+			case <-timeout:
+				return errors.New("sync unanswered")
+			}
+		case <-timeout:
+			return errors.New("no session")
+		}
+	}
+}
+
+type quiet struct{}
+
+func (quiet) Printf(string, ...any) {}

@@ -142,9 +142,7 @@ func TestZooKeeperMemberWithoutQuorumKillsTheChildBeforeExpiry(t *testing.T) {
 		for _, s := range majority {
 			s.Thaw()
 		}
-		for _, s := range majority {
-			s.WaitReady()
-		}
+		zktest.WaitQuorum(t, majority...)
 	})
 }
 
