@@ -43,9 +43,12 @@ func (b *Backend) Acquire(ctx context.Context, key string, o backend.AcquireOpti
 
 // acquireOnce does one Acquire on a session of its own.
 func (b *Backend) acquireOnce(ctx context.Context, key string, o backend.AcquireOptions) (*lease, error) {
-	s, err := connect(ctx, b.cfg, o.TTL+b.cfg.TickTime)
-	if err != nil {
-		return nil, b.failed(ctx, "connecting", key, err)
+	s := b.takeSpare(o.TTL)
+	if s == nil {
+		var err error
+		if s, err = connect(ctx, b.cfg, o.TTL+b.cfg.TickTime); err != nil {
+			return nil, b.failed(ctx, "connecting", key, err)
+		}
 	}
 	if s.timeout-b.cfg.TickTime < o.TTL {
 		s.close()

@@ -250,3 +250,35 @@ func TestTTLAboveTheServersMaximumIsAConfigError(t *testing.T) {
 		t.Errorf("Acquire with a TTL above maxSessionTimeout = %v, want ErrConfig naming it", err)
 	}
 }
+
+// TestDefaultTTLRunUsesOneSession: a run with lockrun's default TTL takes
+// over the session that Open opened, once; status works after it, on a
+// session of its own, and a second lease gets a new one.
+func TestDefaultTTLRunUsesOneSession(t *testing.T) {
+	srv := zktest.Start(t)
+	b, key := openTest(t, srv.URL()), backendtest.Key(t)
+	opened := b.admin
+	o := opts("alice", false)
+	o.TTL = DefaultTTL
+	l := backendtest.MustAcquire(t, b, key, o)
+	if l.(*lease).s != opened {
+		t.Error("a default-TTL Acquire opened a second session instead of taking Open's")
+	}
+	if st, err := b.Inspect(t.Context(), key); err != nil || st.Holder != "alice" || b.admin == opened {
+		t.Errorf("Inspect after the takeover = %+v, %v; want alice, on a new session", st, err)
+	}
+	o2 := opts("bob", false)
+	o2.TTL = DefaultTTL
+	l2 := backendtest.MustAcquire(t, b, backendtest.Key(t), o2)
+	if s := l2.(*lease).s; s == opened || s == b.admin {
+		t.Error("a second lease shares a session")
+	}
+	for _, l := range []backend.Lease{l, l2} {
+		if err := l.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st, err := b.Inspect(t.Context(), key); err != nil || st.Held {
+		t.Errorf("Inspect after release = %+v, %v; want free", st, err)
+	}
+}

@@ -40,10 +40,13 @@ import (
 	"github.com/lockrun/lockrun/backend"
 )
 
-// adminTimeout is the session timeout of the backend's own session, which
-// holds no lock: long enough to ride out a leader election, and its pings
-// (a third of it apart) cost the server little.
-const adminTimeout = 30 * time.Second
+// DefaultTTL is lockrun's default --ttl. The backend's own session is
+// asked for it plus a tick, as a lease's session with that TTL is (see
+// Acquire), so that the first such Acquire can take it over instead of
+// opening a second session: a run pays for one session, not two. It is
+// also long enough to ride out a leader election, and its pings (a third
+// of it apart) cost the server little.
+const DefaultTTL = 30 * time.Second
 
 // Backend takes locks in one ZooKeeper ensemble. It is safe for concurrent
 // use.
@@ -54,6 +57,7 @@ type Backend struct {
 
 	mu     sync.Mutex
 	admin  *session              // for Inspect, List, ForceRelease; nil until needed again
+	spare  bool                  // admin was opened for DefaultTTL and no lease took it yet
 	leases map[*session]struct{} // every lease's session, closed by Close
 }
 
@@ -82,13 +86,13 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	}
 	var s *session
 	err := backend.Probe(ctx, func(ctx context.Context) (err error) {
-		s, err = connect(ctx, cfg, adminTimeout)
+		s, err = connect(ctx, cfg, DefaultTTL+cfg.TickTime)
 		return err
 	}, isPermission)
 	if err != nil {
 		return nil, b.failed(ctx, "connecting", "", err)
 	}
-	b.admin = s
+	b.admin, b.spare = s, true
 	return b, nil
 }
 
@@ -116,12 +120,26 @@ func (b *Backend) adminSession(ctx context.Context) (*session, error) {
 	if b.admin != nil && !b.admin.lost() {
 		return b.admin, nil
 	}
-	s, err := connect(ctx, b.cfg, adminTimeout)
+	s, err := connect(ctx, b.cfg, DefaultTTL+b.cfg.TickTime)
 	if err != nil {
 		return nil, err
 	}
 	b.admin = s
 	return s, nil
+}
+
+// takeSpare hands the backend's own session to a lease of ttl, once, when
+// it was asked for the same timeout and holds nothing; the backend opens
+// another for itself when it needs one.
+func (b *Backend) takeSpare(ttl time.Duration) *session {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.admin
+	if !b.spare || ttl != DefaultTTL || s == nil || s.lost() {
+		return nil
+	}
+	b.admin, b.spare = nil, false
+	return s
 }
 
 // track and untrack keep the set of lease sessions that Close ends.
