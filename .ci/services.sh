@@ -12,6 +12,11 @@ command -v etcdctl >/dev/null || need+=(etcd-client)
 command -v flock >/dev/null || need+=(util-linux)
 [ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null || need+=(zookeeper)
 [ -f /usr/lib/python3/dist-packages/kazoo/recipe/lock.py ] || need+=(python3-kazoo)
+# the release check reads the installed man page; the completion tests
+# drive bash, zsh and fish
+command -v man >/dev/null || need+=(man-db)
+command -v zsh >/dev/null || need+=(zsh)
+command -v fish >/dev/null || need+=(fish)
 [ -x /usr/lib/postgresql/15/bin/postgres ] || ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
 if [ ${#need[@]} -gt 0 ]; then
 	echo "services: installing ${need[*]}"

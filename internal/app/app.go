@@ -10,16 +10,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime/debug"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/lockrun/lockrun/backend"
 	"github.com/lockrun/lockrun/internal/runner"
 )
-
-// version is set at release time with -ldflags "-X github.com/lockrun/lockrun/internal/app.version=v1.2.3".
-var version = ""
 
 // Main runs lockrun with args and returns the status to exit with.
 func Main(ctx context.Context, args []string, stdin, stdout, stderr *os.File) int {
@@ -81,16 +77,6 @@ func (st *state) report(err error) {
 		return
 	}
 	st.log.Error(err.Error(), "exit_code", exitCode(err))
-}
-
-func buildVersion() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
 }
 
 // logTo returns the command's logger, remembering it for report.
