@@ -11,7 +11,6 @@ import (
 
 	"github.com/lockrun/lockrun/backend"
 	"github.com/lockrun/lockrun/internal/backendtest"
-	"github.com/lockrun/lockrun/internal/lockruntest"
 	"github.com/lockrun/lockrun/internal/zktest"
 )
 
@@ -28,7 +27,7 @@ func TestKazooLockAndLockrunExcludeEachOther(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer holder.Process.Kill()
-	lockruntest.WaitLine(t, ready)
+	waitFile(t, ready)
 	if _, err := b.Acquire(t.Context(), key, opts("alice", false)); !errors.Is(err, backend.ErrHeld) {
 		t.Fatalf("Acquire while kazoo holds = %v, want ErrHeld", err)
 	}
@@ -81,4 +80,16 @@ func runKazoo(t *testing.T, kazoo []string, timeout string) int {
 		t.Fatalf("kazoo: %v: %s", err, out)
 	}
 	return 0
+}
+
+// waitFile waits up to 10 s for path to exist.
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		} else if time.Now().After(deadline) {
+			t.Fatalf("%s did not appear: %v", path, err)
+		}
+	}
 }
