@@ -12,6 +12,7 @@ import (
 	"github.com/lockrun/lockrun/backend/postgres"
 	"github.com/lockrun/lockrun/backend/redis"
 	"github.com/lockrun/lockrun/backend/redlock"
+	"github.com/lockrun/lockrun/backend/zookeeper"
 )
 
 // openBackend opens the backend that raw names by its scheme; an empty raw
@@ -49,11 +50,14 @@ func openBackend(ctx context.Context, raw string) (backend.Backend, error) {
 	case "postgres", "postgresql":
 		b, err := postgres.OpenURL(u)
 		return b, wrapURL(raw, err)
+	case "zk", "zks":
+		b, err := zookeeper.OpenURL(ctx, u)
+		return b, wrapURL(raw, err)
 	case "":
 		// Not shown: a typo of a URL may still hold its password.
-		return nil, usagef("--backend: not a URL (no scheme): use file:///dir, redis://host, etcd://host or postgres://host/db")
+		return nil, usagef("--backend: not a URL (no scheme): use file:///dir, redis://host, etcd://host, postgres://host/db or zk://host")
 	}
-	return nil, usagef("--backend %s: unknown scheme %q: use file, redis, rediss, redlock, redlocks, etcd, etcds, postgres or postgresql", backend.Redact(raw), u.Scheme)
+	return nil, usagef("--backend %s: unknown scheme %q: use file, redis, rediss, redlock, redlocks, etcd, etcds, postgres, postgresql, zk or zks", backend.Redact(raw), u.Scheme)
 }
 
 // wrapURL names the (redacted) URL in an error from opening it.

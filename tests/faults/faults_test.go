@@ -13,6 +13,7 @@ import (
 	"github.com/lockrun/lockrun/internal/netproxy"
 	"github.com/lockrun/lockrun/internal/pgtest"
 	"github.com/lockrun/lockrun/internal/redistest"
+	"github.com/lockrun/lockrun/internal/zktest"
 )
 
 var (
@@ -74,11 +75,14 @@ func targets(t *testing.T) []Target {
 	ep := netproxy.Start(t, es.Addr())
 	ps := pgtest.Start(t)
 	pp := netproxy.Start(t, ps.Addr())
+	zs := zktest.Start(t)
+	zp := netproxy.Start(t, zs.Addr())
 	return append([]Target{
 		{Name: "file", URL: "file://" + t.TempDir(), TTL: time.Second},
 		{Name: "redis", URL: "redis://" + rp.Addr() + "/0", Proxy: rp, Server: rs, TTL: time.Second},
 		{Name: "etcd", URL: "etcd://" + ep.Addr(), Proxy: ep, Server: es, TTL: time.Second},
 		{Name: "postgres", URL: pgtest.WithHost(t, ps.URL(), pp.Addr()), Proxy: pp, Server: ps, TTL: time.Second},
+		{Name: "zookeeper", URL: zktest.URL(zp.Addr()), Proxy: zp, Server: zs, TTL: time.Second},
 	}, redlockTargets(t)...)
 }
 
