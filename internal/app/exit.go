@@ -17,6 +17,8 @@ const (
 	ExitSoftware    = 70  // anything unexpected (EX_SOFTWARE)
 	ExitBusy        = 75  // lock held by someone else (EX_TEMPFAIL); --conflict-exit-code changes it
 	ExitLost        = 76  // ownership lost, or the command's watchdog died, while it ran: it was stopped
+	ExitNoPerm      = 77  // the backend refused who we are or what we asked (EX_NOPERM)
+	ExitConfig      = 78  // the backend is not set up for lockrun as configured (EX_CONFIG)
 	ExitMaxRun      = 124 // the command ran for --max-run and was stopped, as timeout(1) exits
 	ExitCannotExec  = 126 // the command exists but cannot be executed
 	ExitNotFound    = 127 // the command was not found
@@ -71,6 +73,10 @@ func exitCode(err error) int {
 		return ExitCannotExec
 	case errors.Is(err, backend.ErrInvalidURL), errors.Is(err, backend.ErrInvalidKey):
 		return ExitUsage
+	case errors.Is(err, backend.ErrPermission):
+		return ExitNoPerm
+	case errors.Is(err, backend.ErrConfig):
+		return ExitConfig
 	case errors.Is(err, backend.ErrHeld):
 		return ExitBusy
 	case errors.Is(err, backend.ErrUnavailable):

@@ -60,7 +60,7 @@ func runCommand(st *state) *cli.Command {
 // commonFlags are the flags of every command.
 func commonFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "backend", Aliases: []string{"b"}, EnvVars: env("BACKEND"), Usage: "where locks live: file:///dir, redis://, etcd://, postgres://", DefaultText: "the embedded file backend"},
+		&cli.StringFlag{Name: "backend", Aliases: []string{"b"}, EnvVars: env("BACKEND"), Usage: "where locks live: file:///dir, redis://, etcd://, postgres://, zk://", DefaultText: "the embedded file backend"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, EnvVars: env("QUIET"), Usage: "print errors only; say nothing when the lock is busy"},
 		&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: env("LOG_FORMAT"), Usage: "text or json, on stderr"},
 	}

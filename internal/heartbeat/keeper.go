@@ -125,6 +125,7 @@ func (k *Keeper) loop(ctx context.Context, sent time.Time) {
 	k.extended(sent)
 	next := sent.Add(p.Interval)
 	var lastErr error
+	wake := doneOf(k.lease)
 	for {
 		termAt := p.TermAt(sent)
 		now := k.clock.Now()
@@ -133,8 +134,12 @@ func (k *Keeper) loop(ctx context.Context, sent time.Time) {
 			return
 		}
 		if now.Before(next) {
-			if !k.sleep(minTime(next, termAt)) {
+			ok, woken := k.sleep(minTime(next, termAt), wake)
+			if !ok {
 				return
+			}
+			if woken { // the lease says it is lost: renew now to learn why
+				wake, next = nil, k.clock.Now()
 			}
 			continue // re-check the deadline before renewing
 		}
@@ -188,15 +193,18 @@ func (k *Keeper) renew(ctx context.Context, termAt time.Time) error {
 	}
 }
 
-// sleep waits until at on the keeper's clock; false when Stop came first.
-func (k *Keeper) sleep(at time.Time) bool {
+// sleep waits until at on the keeper's clock, or until wake fires; ok is
+// false when Stop came first, woken true when wake did.
+func (k *Keeper) sleep(at time.Time, wake <-chan struct{}) (ok, woken bool) {
 	due, stop := k.clock.At(at)
 	defer stop()
 	select {
 	case <-k.stop:
-		return false
+		return false, false
 	case <-due:
-		return true
+		return true, false
+	case <-wake:
+		return true, true
 	}
 }
 
@@ -223,6 +231,16 @@ func expired(lastErr error) error {
 		return fmt.Errorf("%w: the lease reached its deadline before a renewal could be sent (was lockrun paused?)", backend.ErrLost)
 	}
 	return fmt.Errorf("%w: no renewal succeeded within the lease (last error: %v)", backend.ErrLost, lastErr)
+}
+
+// doneOf is the lease's Done channel, for a lease that can tell at once
+// that it is lost (the file backend's, when its lock file is removed);
+// nil, which never fires, for the others.
+func doneOf(lease Renewer) <-chan struct{} {
+	if d, ok := lease.(interface{ Done() <-chan struct{} }); ok {
+		return d.Done()
+	}
+	return nil
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -79,6 +79,7 @@ func Run(ctx context.Context, job Job) error {
 	}
 	log := job.Log.With("token", g.lease.Token().String())
 	log.Debug("lock acquired", "ttl", g.lease.TTL(), "took", time.Since(g.lease.Start()).Round(time.Microsecond))
+	warnSkew(log, g.lease, job.Policy.Margin)
 
 	status, why, err := runCommand(ctx, job, proc, g, sigs, log)
 	release(job, g.lease, errors.Is(why, backend.ErrLost), log)

@@ -105,7 +105,8 @@ func TestChildStatusAndEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := string(b)
-	for _, want := range []string{"LOCKRUN_FENCING_TOKEN=1\n", "LOCKRUN_KEY=job\n", "LOCKRUN_HOLDER=tester:1\n", "LOCKRUN_RUN_ID=run-1\n", "LOCKRUN_TTL=1s\n", "LOCKRUN_BACKEND=memory://\n", "KEEP_ME=yes\n"} {
+	last, _ := store.Inspect(t.Context(), "job")
+	for _, want := range []string{"LOCKRUN_FENCING_TOKEN=" + last.Token.String() + "\n", "LOCKRUN_KEY=job\n", "LOCKRUN_HOLDER=tester:1\n", "LOCKRUN_RUN_ID=run-1\n", "LOCKRUN_TTL=1s\n", "LOCKRUN_BACKEND=memory://\n", "KEEP_ME=yes\n"} {
 		if !strings.Contains(env, want) {
 			t.Errorf("child environment lacks %q", want)
 		}

@@ -3,6 +3,7 @@ package faults
 import (
 	"flag"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/lockrun/lockrun/internal/netproxy"
 	"github.com/lockrun/lockrun/internal/pgtest"
 	"github.com/lockrun/lockrun/internal/redistest"
+	"github.com/lockrun/lockrun/internal/zktest"
 )
 
 var (
@@ -73,16 +75,16 @@ func (fr *faultRun) all(t *testing.T, tgs []Target) {
 		}
 		loaded.Wait()
 	}()
-	for _, tg := range tgs {
+	for i, tg := range tgs {
 		wg.Go(func() {
 			t.Run(tg.Name, func(t *testing.T) {
 				defer loaded.Done()
 				arrived := sync.OnceFunc(others.Done)
 				defer arrived()
-				fr.cases(t, tg, false)
+				fr.cases(t, tg, false, 2*i)
 				arrived()
 				others.Wait()
-				fr.cases(t, tg, true)
+				fr.cases(t, tg, true, 0)
 			})
 		})
 	}
@@ -91,9 +93,12 @@ func (fr *faultRun) all(t *testing.T, tgs []Target) {
 }
 
 // cases runs on tg the cases that apply to it and are, or are not,
-// meant to run beside the busy loops.
-func (fr *faultRun) cases(t *testing.T, tg Target, loaded bool) {
-	for _, c := range Cases {
+// meant to run beside the busy loops, from the one at index from on and
+// round: the targets start at different cases, so that the busy ones (1,
+// with five competitors) do not all run at once.
+func (fr *faultRun) cases(t *testing.T, tg Target, loaded bool, from int) {
+	for k := range Cases {
+		c := Cases[(from+k)%len(Cases)]
 		if !applies(c, tg) || hogged(c) != loaded {
 			continue
 		}
@@ -124,6 +129,11 @@ func hogBound() time.Duration {
 	return d
 }
 
+// caseIndex is the place of the case named name in Cases.
+func caseIndex(name string) int {
+	return slices.IndexFunc(Cases, func(c Case) bool { return c.Name == name })
+}
+
 // wanted tells whether c is selected by the flags.
 func wanted(c Case) bool {
 	return selected(*cases, c.Name[:strings.IndexByte(c.Name, '-')])
@@ -135,6 +145,8 @@ func applies(c Case, tg Target) bool {
 	case !wanted(c), c.Net && tg.Proxy == nil, c.Fault == nil && !c.Quiet:
 		return false
 	case c.Name == "4-server-freeze-restart" && tg.Server == nil:
+		return false
+	case tg.Cases != nil && !slices.Contains(tg.Cases, c.Name):
 		return false
 	}
 	return true
@@ -155,7 +167,9 @@ func anyCase(p func(Case) bool) bool {
 func report(t *testing.T, tgs []Target, results map[string][]Result, started time.Time) {
 	var all []Result
 	for _, tg := range tgs {
-		all = append(all, results[tg.Name]...)
+		rs := results[tg.Name]
+		slices.SortStableFunc(rs, func(a, b Result) int { return caseIndex(a.Case) - caseIndex(b.Case) })
+		all = append(all, rs...)
 	}
 	os.Stdout.WriteString(provenance(started, *duration, *hog) + "\n\n")
 	printTable(os.Stdout, all)
@@ -184,10 +198,67 @@ func targets(t *testing.T) []Target {
 	ep := netproxy.Start(t, es.Addr())
 	ps := pgtest.Start(t)
 	pp := netproxy.Start(t, ps.Addr())
-	return []Target{
+	zs := zktest.Start(t)
+	zp := netproxy.Start(t, zs.Addr())
+	return append([]Target{
 		{Name: "file", URL: "file://" + t.TempDir(), TTL: time.Second},
 		{Name: "redis", URL: "redis://" + rp.Addr() + "/0", Proxy: rp, Server: rs, TTL: time.Second},
 		{Name: "etcd", URL: "etcd://" + ep.Addr(), Proxy: ep, Server: es, TTL: time.Second},
 		{Name: "postgres", URL: pgtest.WithHost(t, ps.URL(), pp.Addr()), Proxy: pp, Server: ps, TTL: time.Second},
+		{Name: "zookeeper", URL: zktest.URL(zp.Addr()), Proxy: zp, Server: zs, TTL: time.Second},
+	}, redlockTargets(t)...)
+}
+
+// redlockTargets are two sets of three Redis masters: one whose faults
+// hit a majority (two masters behind one proxy, frozen and restarted
+// together), every case applying; and one whose faults hit a single
+// master, where the network and server cases must cost no lock.
+func redlockTargets(t *testing.T) []Target {
+	var tgs []Target
+	for _, cut := range []int{2, 1} {
+		var hosts []string
+		var proxy *netproxy.Proxy
+		var hit servers
+		for i := range 3 {
+			s := redistest.Start(t)
+			switch {
+			case i >= cut:
+				hosts = append(hosts, s.Addr())
+				continue
+			case proxy == nil:
+				proxy = netproxy.Start(t, s.Addr())
+				hosts = append(hosts, proxy.Addr())
+			default:
+				hosts = append(hosts, proxy.Also(t, s.Addr()))
+			}
+			hit = append(hit, s)
+		}
+		tg := Target{Name: "redlock", URL: "redlock://" + strings.Join(hosts, ",") + "/0", Proxy: proxy, Server: hit, TTL: time.Second}
+		if cut == 1 {
+			tg.Name, tg.Minority, tg.Cases = "redlock-1of3", true, []string{"2-blackhole", "4-server-freeze-restart"}
+		}
+		tgs = append(tgs, tg)
+	}
+	return tgs
+}
+
+// servers freezes, thaws and restarts several servers together.
+type servers []*redistest.Server
+
+func (ss servers) Freeze() {
+	for _, s := range ss {
+		s.Freeze()
+	}
+}
+
+func (ss servers) Thaw() {
+	for _, s := range ss {
+		s.Thaw()
+	}
+}
+
+func (ss servers) Restart() {
+	for _, s := range ss {
+		s.Restart()
 	}
 }
