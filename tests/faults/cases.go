@@ -53,7 +53,7 @@ type Case struct {
 
 // Cases are the faults of the harness, in the order of the issue.
 var Cases = []Case{
-	{Name: "1-no-fault", Hold: 20 * time.Millisecond, Competitors: 5, Quiet: true, MinRuns: 10, MinDuration: 4 * time.Second},
+	{Name: "1-no-fault", Hold: 20 * time.Millisecond, Competitors: 5, Quiet: true, MinRuns: 10},
 	{Name: "2-blackhole", Net: true, Hold: time.Hour, Competitors: 3, MustLose: true, Fault: blackhole},
 	{Name: "3-latency", Net: true, Hold: 1500 * time.Millisecond, Competitors: 3, MustLose: true, MinDuration: 8 * time.Second, Fault: latency},
 	{Name: "4-server-freeze-restart", Net: true, Hold: time.Hour, Competitors: 3, MustLose: true, MinDuration: 4 * time.Second, Fault: freezeServer},
@@ -61,7 +61,7 @@ var Cases = []Case{
 	{Name: "6-lockrun-sigkill", Mode: "escape", Hold: time.Hour, Competitors: 3, Fault: killLockrun},
 	{Name: "7-lockrun-frozen", Hold: time.Hour, Competitors: 3, MustLose: true, Fault: freezeLockrun},
 	{Name: "8-machine-paused", Hold: time.Hour, Competitors: 3, MayOverlap: true, MustLose: true, MinDuration: 4 * time.Second, Fault: pauseMachine},
-	{Name: "9-stubborn-escaping-child", Mode: "escape", Hold: 2 * time.Second, Competitors: 3, MustLose: true, Fault: loseRepeatedly},
+	{Name: "9-stubborn-escaping-child", Mode: "escape", Hold: 2 * time.Second, Competitors: 3, MustLose: true, MinDuration: 4 * time.Second, Fault: loseRepeatedly},
 	{Name: "10-freeze-before-exec", Hold: time.Hour, Competitors: 2, Hooked: true, Env: []string{hookEnv}, Fault: freezeBeforeExec},
 	{Name: "11-watchdog-killed-then-frozen", Hold: time.Hour, Competitors: 3, MustLose: true, Fault: killWatchdogThenFreeze},
 	{Name: "12-blocked-stderr-release", Mode: "stubborn", Hold: time.Hour, Competitors: 1, BlockStderr: true, MustLose: true, Fault: releaseUnderBlockedStderr},
