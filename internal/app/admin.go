@@ -89,7 +89,10 @@ func describe(s backend.Status) string {
 		}
 		return fmt.Sprintf("%s: free (last token %s)", s.Key, s.Token)
 	}
-	line := fmt.Sprintf("%s: held by %s (token %s, run %s", s.Key, s.Holder, s.Token, s.RunID)
+	if s.RunID == "" { // not a lockrun: no token, no run
+		return fmt.Sprintf("%s: held by %s", s.Key, backend.Escape(s.Holder))
+	}
+	line := fmt.Sprintf("%s: held by %s (token %s, run %s", s.Key, backend.Escape(s.Holder), s.Token, backend.Escape(s.RunID))
 	if s.TTL > 0 {
 		line += ", " + s.TTL.Round(time.Millisecond).String() + " left"
 	}
