@@ -33,7 +33,7 @@ func (b *Backend) Fence() string {
 }
 
 // installFence creates the fence table and (re)creates lockrun_fence in
-// the lease table's schema. An advisory lock taken for the transaction
+// the lease table's schema, with the checkpoint table beside them. An advisory lock taken for the transaction
 // serializes concurrent inits of one schema: two CREATE OR REPLACE
 // FUNCTION at once can fail with "tuple concurrently updated".
 func (b *Backend) installFence(ctx context.Context, c *pgx.Conn) error {
@@ -44,7 +44,10 @@ func (b *Backend) installFence(ctx context.Context, c *pgx.Conn) error {
 			return err
 		}
 		// No parameters: the simple protocol runs both statements.
-		_, err := tx.Exec(ctx, strings.ReplaceAll(fenceSQL, "{{schema}}", schema), pgx.QueryExecModeSimpleProtocol)
+		if _, err := tx.Exec(ctx, strings.ReplaceAll(fenceSQL, "{{schema}}", schema), pgx.QueryExecModeSimpleProtocol); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, b.checkpointSQL(checkpointCreateSQL))
 		return err
 	})
 }
