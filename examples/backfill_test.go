@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -38,7 +39,8 @@ func newBackfillDB(t *testing.T) *backfillDB {
 	schema, _, _ := strings.Cut(u.Query().Get("lockrun_table"), ".")
 	db := &backfillDB{
 		locks: locks,
-		env:   append(os.Environ(), "DATABASE_URL="+pgtest.Shared(), "PGOPTIONS=-c search_path="+schema),
+		env: append(os.Environ(), "DATABASE_URL="+pgtest.Shared(), "PGOPTIONS=-c search_path="+schema,
+			"PATH="+filepath.Dir(lockruntest.Binary(t))+":"+os.Getenv("PATH")),
 	}
 	if out, err := db.cmd(t, lockruntest.Binary(t), "init", "--backend", locks).CombinedOutput(); err != nil {
 		t.Fatalf("lockrun init: %v\n%s", err, out)
@@ -142,6 +144,12 @@ func TestFencedBackfillRefusesAFrozenHoldersLateWrite(t *testing.T) {
 
 	thawCommand(t, a.Process.Pid, frozen)
 	code := exitOf(t, a)
+	// The checkpoint is set after its batch commits, so a freeze between
+	// the two leaves it one batch behind the data: the data is the truth.
+	if !strings.Contains(outB.String(), "last checkpoint: batch "+strconv.Itoa(byA)+"\n") &&
+		!strings.Contains(outB.String(), "last checkpoint: batch "+strconv.Itoa(byA-1)+"\n") {
+		t.Errorf("the second run did not read the first one's last checkpoint (batch %d or %d):\n%s", byA-1, byA, &outB)
+	}
 	if code == 0 || !strings.Contains(outA.String(), "LRF01") {
 		t.Errorf("the thawed first run: exit %d, want non-zero with the database's refusal (LRF01):\n%s", code, &outA)
 	}
@@ -152,13 +160,14 @@ func TestFencedBackfillRefusesAFrozenHoldersLateWrite(t *testing.T) {
 }
 
 // freezeBetweenBatches stops lockrun (pid) and every descendant, at a
-// moment when no psql is running: a psql frozen inside its transaction
-// would hold the fence's row lock, and the second run would wait for it.
+// moment when the command is between batches: a psql frozen inside its
+// transaction would hold the fence's row lock (the second run would wait
+// for it), and a 'lockrun checkpoint' would wait for its frozen lockrun.
 func freezeBetweenBatches(t *testing.T, pid int) []int {
 	t.Helper()
 	for i := range 200 {
 		pids := freezeTree(pid)
-		if !anyNamed(pids, "psql") {
+		if !busy(pid, pids) {
 			t.Logf("frozen at attempt %d: %v", i, pids)
 			return pids
 		}
@@ -201,7 +210,7 @@ func thawCommand(t *testing.T, lockrun int, frozen []int) {
 	t.Helper()
 	var command, keepers []int
 	for _, p := range frozen {
-		if p == lockrun || named(p, "lockrun") {
+		if p == lockrun || isWatchdog(p) {
 			keepers = append(keepers, p)
 		} else {
 			command = append(command, p)
@@ -216,13 +225,22 @@ func thawCommand(t *testing.T, lockrun int, frozen []int) {
 	thaw(keepers)
 }
 
-func anyNamed(pids []int, name string) bool {
+// busy reports whether the command (any of pids but lockrun and its
+// watchdog) is inside psql or a lockrun of its own.
+func busy(lockrun int, pids []int) bool {
 	for _, p := range pids {
-		if named(p, name) {
+		if p != lockrun && (named(p, "psql") || named(p, "lockrun") && !isWatchdog(p)) {
 			return true
 		}
 	}
 	return false
+}
+
+// isWatchdog reports whether pid is a lockrun watchdog.
+func isWatchdog(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	args := strings.Split(string(b), "\x00")
+	return err == nil && len(args) > 1 && args[1] == "watchdog"
 }
 
 // named reports whether pid's command name (comm) is name.

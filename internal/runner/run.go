@@ -95,14 +95,16 @@ func runCommand(ctx context.Context, job Job, proc *process, lease backend.Lease
 		return 0, false, nil, &ExitError{Code: ExitUnavailable, Err: fmt.Errorf(
 			"lock %q was granted too late to run the command under a %v lease: %w", job.Key, p.TTL, backend.ErrUnavailable)}
 	}
-	env := childEnv(os.Environ(), map[string]string{
+	ctl := startControl(job, lease, log) // the command's channel to us: checkpoints, fence checks
+	defer ctl.close()
+	env := childEnv(os.Environ(), ctl.vars(map[string]string{
 		"LOCKRUN_FENCING_TOKEN": lease.Token().String(),
 		"LOCKRUN_KEY":           job.Key,
 		"LOCKRUN_HOLDER":        job.Lease.Holder,
 		"LOCKRUN_RUN_ID":        job.Lease.RunID,
 		"LOCKRUN_TTL":           p.TTL.String(),
 		"LOCKRUN_BACKEND":       job.Backend,
-	})
+	}))
 	// The watchdog kills halfway between lockrun's own SIGKILL and the
 	// local deadline: a backstop that never pre-empts lockrun.
 	backstop := p.Margin / 2
@@ -119,6 +121,7 @@ func runCommand(ctx context.Context, job Job, proc *process, lease backend.Lease
 	keeper := heartbeat.Start(ctx, lease, p, lease.Start(), heartbeat.WithLogger(log),
 		heartbeat.OnExtend(func(killAt time.Time) { proc.arm(killAt.Add(backstop)) }))
 	defer keeper.Stop()
+	ctl.watch(keeper.Lost())
 	s := &supervisor{p: proc, loss: keeper, sigs: sigs, grace: p.Grace, backstop: backstop, log: log}
 	ws, lost := s.wait()
 	s.cleanup(lost)

@@ -1,0 +1,61 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/internal/runner"
+)
+
+// ask sends req to the lockrun that runs this command and turns a refusal
+// into its exit code: 76 when the token is no longer the holder's.
+func (st *state) ask(c *cli.Context, req runner.ControlRequest) (runner.ControlAnswer, error) {
+	if _, err := st.logTo(st.stderr, c.String("log-format"), c.Bool("quiet"), false); err != nil {
+		return runner.ControlAnswer{}, err
+	}
+	path := os.Getenv(runner.EnvControl)
+	if path == "" {
+		return runner.ControlAnswer{}, usagef("%s is not set: run this inside the command of 'lockrun run', or name the KEY and --backend", runner.EnvControl)
+	}
+	ans, err := runner.Ask(c.Context, path, req)
+	if err != nil {
+		return ans, &runner.ExitError{Code: runner.ExitUnavailable, Err: fmt.Errorf("asking the lockrun that runs this command: %w", err)}
+	}
+	switch ans.Status {
+	case runner.StatusOK, runner.StatusNone:
+		return ans, nil
+	case runner.StatusLost:
+		return ans, &runner.ExitError{Code: runner.ExitLost, Err: errors.New(ans.Message)}
+	}
+	return ans, &runner.ExitError{Code: max(ans.Exit, 1), Err: errors.New(ans.Message)}
+}
+
+// operatorCheckpoint reads (or with clear, removes) KEY's checkpoint in
+// the backend directly, whoever holds the lock.
+func (st *state) operatorCheckpoint(c *cli.Context, clear bool) error {
+	return st.withKey(c, func(b backend.Backend, key string) error {
+		cp, ok := b.(backend.Checkpointer)
+		if !ok {
+			return usagef("this backend keeps no checkpoints")
+		}
+		if clear {
+			return cp.ClearCheckpoint(c.Context, key)
+		}
+		v, found, err := cp.GetCheckpoint(c.Context, key)
+		if err != nil {
+			return err
+		}
+		if !found {
+			if !st.quiet {
+				fmt.Fprintf(st.stderr, "lockrun: %s: no checkpoint\n", key)
+			}
+			return nil
+		}
+		_, err = st.stdout.Write(v.Value)
+		return err
+	})
+}
