@@ -31,6 +31,8 @@ func exitCode(err error) int {
 		return runner.ExitUsage
 	case errors.Is(err, backend.ErrPermission):
 		return 77 // EX_NOPERM: a refused credential, lock file or lock directory
+	case errors.Is(err, backend.ErrConfig):
+		return 78 // EX_CONFIG: reachable, but not set up for lockrun as configured
 	case errors.Is(err, backend.ErrUnavailable):
 		return runner.ExitUnavailable
 	case errors.Is(err, backend.ErrHeld):
