@@ -24,6 +24,7 @@ func checkpointCommand(st *state) *cli.Command {
 			"   that lost the lock is refused with exit 76. 'get' prints the value as stored (nothing\n" +
 			"   when there is none); '-' reads the value from stdin.",
 		OnUsageError: onUsageError,
+		Action:       needSubcommand("set, get or clear"),
 		Subcommands: []*cli.Command{
 			sub("set", "store VALUE as the lock's checkpoint (inside the command)", "lockrun checkpoint set VALUE|-", st.checkpointSet),
 			sub("get", "print the lock's checkpoint", "lockrun checkpoint get            (inside the command)\n   lockrun checkpoint get [--backend URL] KEY", st.checkpointGet),
@@ -37,6 +38,7 @@ func fenceCommand(st *state) *cli.Command {
 		Name:         "fence",
 		Usage:        "check, from inside the command, that its token is still the lock holder's",
 		OnUsageError: onUsageError,
+		Action:       needSubcommand("check"),
 		Subcommands: []*cli.Command{{
 			Name:  "check",
 			Usage: "exit 0 when this command's token is still the holder's, 76 when not",
@@ -47,6 +49,17 @@ func fenceCommand(st *state) *cli.Command {
 			Flags:        commonFlags(),
 			Action:       st.fenceCheck,
 		}},
+	}
+}
+
+// needSubcommand refuses a command given without one of its subcommands.
+func needSubcommand(which string) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		if c.Args().Present() {
+			return usagef("unknown subcommand %q: use %s", c.Args().First(), which)
+		}
+		_ = cli.ShowSubcommandHelp(c)
+		return usagef("%s needs a subcommand: %s", c.Command.Name, which)
 	}
 }
 

@@ -19,7 +19,7 @@ func (st *state) ask(c *cli.Context, req runner.ControlRequest) (runner.ControlA
 	}
 	path := os.Getenv(runner.EnvControl)
 	if path == "" {
-		return runner.ControlAnswer{}, usagef("%s is not set: run this inside the command of 'lockrun run', or name the KEY and --backend", runner.EnvControl)
+		return runner.ControlAnswer{}, usagef("%s is not set: run this inside the command of 'lockrun run' (operators: lockrun checkpoint get|clear --backend URL KEY)", runner.EnvControl)
 	}
 	ans, err := runner.Ask(c.Context, path, req)
 	if err != nil {

@@ -83,8 +83,15 @@ func TestControlSocketIsPrivateAndGone(t *testing.T) {
 	} else if _, err := os.Stat(filepath.Dir(path)); !os.IsNotExist(err) {
 		t.Errorf("control directory %s left behind: %v", filepath.Dir(path), err)
 	}
-	if r := run(t, env(t), "checkpoint", "set", "x"); r.Code != 64 || !strings.Contains(r.Stderr, "LOCKRUN_CONTROL") {
-		t.Errorf("checkpoint set outside a run: exit %d, %q; want 64", r.Code, r.Stderr)
+	for _, args := range [][]string{{"checkpoint", "set", "x"}, {"fence", "check"}, {"checkpoint", "get"}} {
+		if r := run(t, env(t), args...); r.Code != 64 || !strings.Contains(r.Stderr, "LOCKRUN_CONTROL") {
+			t.Errorf("%v outside a run: exit %d, %q; want 64", args, r.Code, r.Stderr)
+		}
+	}
+	for _, args := range [][]string{{"checkpoint"}, {"fence"}, {"checkpoint", "clear"}, {"checkpoint", "set"}} {
+		if r := run(t, env(t), args...); r.Code != 64 {
+			t.Errorf("%v: exit %d, want 64", args, r.Code)
+		}
 	}
 }
 
