@@ -22,7 +22,7 @@ func checkpointCommand(st *state) *cli.Command {
 			"   The command asks its own lockrun (through " + runner.EnvControl + "), which stores the value in the\n" +
 			"   lock's backend only while its token is still the holder's: a late checkpoint of a holder\n" +
 			"   that lost the lock is refused with exit 76. 'get' prints the value as stored (nothing\n" +
-			"   when there is none); '-' reads the value from stdin.",
+			"   when there is none; escaped, on one line, to a terminal); '-' reads the value from stdin.",
 		OnUsageError: onUsageError,
 		Action:       needSubcommand("set, get or clear"),
 		Subcommands: []*cli.Command{
@@ -89,8 +89,7 @@ func (st *state) checkpointGet(c *cli.Context) error {
 	if err != nil || ans.Status == runner.StatusNone {
 		return err
 	}
-	_, err = st.stdout.Write(ans.Value)
-	return err
+	return st.printCheckpoint(ans.Value)
 }
 
 func (st *state) checkpointClear(c *cli.Context) error {

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/lockrun/lockrun/backend"
 	"github.com/lockrun/lockrun/internal/runner"
@@ -55,7 +56,17 @@ func (st *state) operatorCheckpoint(c *cli.Context, clear bool) error {
 			}
 			return nil
 		}
-		_, err = st.stdout.Write(v.Value)
-		return err
+		return st.printCheckpoint(v.Value)
 	})
+}
+
+// printCheckpoint writes a checkpoint as stored to a pipe or file, and
+// escaped to a terminal: another holder may have written anything.
+func (st *state) printCheckpoint(value []byte) error {
+	if _, err := unix.IoctlGetTermios(int(st.stdout.Fd()), unix.TCGETS); err == nil {
+		_, err := fmt.Fprintln(st.stdout, backend.Escape(string(value)))
+		return err
+	}
+	_, err := st.stdout.Write(value)
+	return err
 }

@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -102,4 +103,29 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// A checkpoint may hold anything: piped, it is printed as stored; to a
+// terminal, escaped on one line, so it cannot drive the terminal.
+func TestCheckpointIsEscapedOnATerminal(t *testing.T) {
+	e := env(t)
+	value := "a\x1b[31mred\nb"
+	if r := run(t, e, "run", "k", "--", lockruntest.Binary(t), "checkpoint", "set", value); r.Code != 0 {
+		t.Fatalf("set: exit %d, %s", r.Code, r.Stderr)
+	}
+	if r := run(t, e, "checkpoint", "get", "k"); r.Stdout != value {
+		t.Errorf("piped get: %q, want %q", r.Stdout, value)
+	}
+	term, tty := openTerminal(t)
+	cmd := exec.Command(lockruntest.Binary(t), "checkpoint", "get", "k")
+	cmd.Env, cmd.Stdout, cmd.Stderr = e, tty, tty
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	term.waitFor(t, `a\x1b[31mred\nb`)
+	term.mu.Lock()
+	defer term.mu.Unlock()
+	if strings.Contains(term.out.String(), "\x1b") {
+		t.Errorf("the terminal got a raw escape: %q", term.out.String())
+	}
 }
