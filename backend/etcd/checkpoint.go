@@ -21,10 +21,11 @@ func (b *Backend) checkpointKey(key string) string {
 	return strings.TrimSuffix(b.cfg.Prefix, "/") + ".checkpoints/" + key
 }
 
-// SetCheckpoint stores value when the holder's entry has token as its
-// create revision: one transaction that compares the entry's revision, so
-// an entry deleted meanwhile (an expired or revoked lease: the only way a
-// newer holder can be granted) stores nothing.
+// SetCheckpoint stores value when the holder (the oldest queue entry)
+// carries token, in one transaction that compares that entry's create
+// revision: an entry deleted meanwhile (an expired or revoked lease: the
+// only way a newer holder can be granted) stores nothing, and a new entry
+// under the same name would have a newer revision.
 func (b *Backend) SetCheckpoint(ctx context.Context, key string, token backend.Token, value []byte) error {
 	if err := backend.ValidateCheckpoint(key, token, value); err != nil {
 		return err
@@ -35,12 +36,12 @@ func (b *Backend) SetCheckpoint(ctx context.Context, key string, token backend.T
 	if err != nil {
 		return b.failed(ctx, "reading the lock", key, err)
 	}
-	if len(head.Kvs) == 0 || head.Kvs[0].CreateRevision != int64(token) {
+	if len(head.Kvs) == 0 || entryToken(head.Kvs[0]) != token {
 		return b.refused(key, token)
 	}
-	holder := string(head.Kvs[0].Key)
+	holder := head.Kvs[0]
 	resp, err := b.cli.Txn(rctx).
-		If(clientv3.Compare(clientv3.CreateRevision(holder), "=", int64(token))).
+		If(clientv3.Compare(clientv3.CreateRevision(string(holder.Key)), "=", holder.CreateRevision)).
 		Then(clientv3.OpPut(b.checkpointKey(key), token.String()+" "+string(value))).
 		Commit()
 	if err != nil {

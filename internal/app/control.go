@@ -24,16 +24,42 @@ func (st *state) ask(c *cli.Context, req runner.ControlRequest) (runner.ControlA
 	}
 	ans, err := runner.Ask(c.Context, path, req)
 	if err != nil {
-		return ans, &runner.ExitError{Code: runner.ExitUnavailable, Err: fmt.Errorf("asking the lockrun that runs this command: %w", err)}
+		return ans, fmt.Errorf("%w: asking the lockrun that runs this command: %w", backend.ErrUnavailable, err)
 	}
 	switch ans.Status {
 	case runner.StatusOK, runner.StatusNone:
 		return ans, nil
 	case runner.StatusLost:
-		return ans, &runner.ExitError{Code: runner.ExitLost, Err: errors.New(ans.Message)}
+		return ans, refusal{ans.Message, backend.ErrLost}
 	}
-	return ans, &runner.ExitError{Code: max(ans.Exit, 1), Err: errors.New(ans.Message)}
+	return ans, controlError(ans)
 }
+
+// controlError is a refusal with the sentinel its kind stands for, so that
+// it exits as the same error would from the backend itself.
+func controlError(ans runner.ControlAnswer) error {
+	switch ans.Kind {
+	case runner.KindUsage:
+		return usagef("%s", ans.Message)
+	case runner.KindPermission:
+		return refusal{ans.Message, backend.ErrPermission}
+	case runner.KindConfig:
+		return refusal{ans.Message, backend.ErrConfig}
+	case runner.KindUnavailable:
+		return refusal{ans.Message, backend.ErrUnavailable}
+	}
+	return errors.New(ans.Message)
+}
+
+// refusal is the holding lockrun's message, which already says what went
+// wrong, carrying the sentinel that decides the exit status.
+type refusal struct {
+	msg      string
+	sentinel error
+}
+
+func (r refusal) Error() string { return r.msg }
+func (r refusal) Unwrap() error { return r.sentinel }
 
 // operatorCheckpoint reads (or with clear, removes) KEY's checkpoint in
 // the backend directly, whoever holds the lock.

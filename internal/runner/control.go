@@ -34,7 +34,16 @@ const (
 	StatusOK    = "ok"
 	StatusNone  = "none"  // no checkpoint stored
 	StatusLost  = "lost"  // the token is no longer the holder's: refused
-	StatusError = "error" // see Message and Exit
+	StatusError = "error" // see Message and Kind
+)
+
+// Kinds of StatusError, which the CLI maps to its exit statuses.
+const (
+	KindUsage       = "usage"       // a bad request: too large, unknown, no checkpoints here
+	KindPermission  = "permission"  // backend.ErrPermission
+	KindConfig      = "config"      // backend.ErrConfig
+	KindUnavailable = "unavailable" // backend.ErrUnavailable
+	KindInternal    = "internal"    // anything else
 )
 
 // ControlRequest is what a command's lockrun sends.
@@ -49,7 +58,7 @@ type ControlAnswer struct {
 	Value   []byte `json:"value,omitempty"`
 	Token   string `json:"token,omitempty"` // of the holder that wrote the checkpoint
 	Message string `json:"message,omitempty"`
-	Exit    int    `json:"exit,omitempty"` // lockrun's exit code for StatusError
+	Kind    string `json:"kind,omitempty"` // for StatusError
 }
 
 // controlTimeout bounds one request, backend call included.
@@ -179,7 +188,7 @@ func (c *control) handle(conn net.Conn) {
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(controlTimeout))
 	var req ControlRequest
-	ans := ControlAnswer{Status: StatusError, Exit: ExitUsage, Message: "malformed request"}
+	ans := ControlAnswer{Status: StatusError, Kind: KindUsage, Message: "malformed request"}
 	if err := json.NewDecoder(io.LimitReader(conn, maxRequest)).Decode(&req); err == nil {
 		ctx, cancel := context.WithTimeout(c.ctx, controlTimeout)
 		ans = c.answer(ctx, req)

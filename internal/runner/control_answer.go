@@ -31,7 +31,7 @@ func (c *control) answer(ctx context.Context, req ControlRequest) ControlAnswer 
 	case OpCheckpointSet, OpCheckpointGet:
 		cp, ok := c.store.(backend.Checkpointer)
 		if !ok {
-			return ControlAnswer{Status: StatusError, Exit: ExitUsage, Message: "this backend keeps no checkpoints"}
+			return ControlAnswer{Status: StatusError, Kind: KindUsage, Message: "this backend keeps no checkpoints"}
 		}
 		if req.Op == OpCheckpointGet {
 			return c.get(ctx, cp)
@@ -41,7 +41,7 @@ func (c *control) answer(ctx context.Context, req ControlRequest) ControlAnswer 
 		}
 		return ControlAnswer{Status: StatusOK, Token: c.token.String()}
 	}
-	return ControlAnswer{Status: StatusError, Exit: ExitUsage, Message: fmt.Sprintf("unknown request %q", req.Op)}
+	return ControlAnswer{Status: StatusError, Kind: KindUsage, Message: fmt.Sprintf("unknown request %q", req.Op)}
 }
 
 func (c *control) get(ctx context.Context, cp backend.Checkpointer) ControlAnswer {
@@ -56,25 +56,24 @@ func (c *control) get(ctx context.Context, cp backend.Checkpointer) ControlAnswe
 }
 
 func (c *control) refused() ControlAnswer {
-	return ControlAnswer{Status: StatusLost, Exit: ExitLost,
+	return ControlAnswer{Status: StatusLost,
 		Message: fmt.Sprintf("lock %q: token %v is no longer the holder's: refused", c.key, c.token)}
 }
 
-// failed is the answer for a backend error, with the exit code lockrun
-// gives it elsewhere.
+// failed is the answer for a backend error, of the kind its sentinel says.
 func failed(err error) ControlAnswer {
-	exit := ExitSoftware
+	kind := KindInternal
 	switch {
 	case errors.Is(err, backend.ErrLost):
-		return ControlAnswer{Status: StatusLost, Exit: ExitLost, Message: err.Error()}
+		return ControlAnswer{Status: StatusLost, Message: err.Error()}
 	case errors.Is(err, backend.ErrInvalidOptions), errors.Is(err, backend.ErrInvalidKey):
-		exit = ExitUsage
+		kind = KindUsage
 	case errors.Is(err, backend.ErrPermission):
-		exit = 77
+		kind = KindPermission
 	case errors.Is(err, backend.ErrConfig):
-		exit = 78
+		kind = KindConfig
 	case errors.Is(err, backend.ErrUnavailable):
-		exit = ExitUnavailable
+		kind = KindUnavailable
 	}
-	return ControlAnswer{Status: StatusError, Exit: exit, Message: err.Error()}
+	return ControlAnswer{Status: StatusError, Kind: kind, Message: err.Error()}
 }

@@ -52,7 +52,7 @@ func TestControlAnswersForTheHolder(t *testing.T) {
 	if a := ask(t, c, OpFenceCheck, ""); a.Status != StatusOK {
 		t.Errorf("fence check: %+v", a)
 	}
-	if a := ask(t, c, "nonsense", ""); a.Status != StatusError || a.Exit != ExitUsage {
+	if a := ask(t, c, "nonsense", ""); a.Status != StatusError || a.Kind != KindUsage {
 		t.Errorf("unknown request: %+v", a)
 	}
 }
@@ -65,7 +65,7 @@ func TestControlRefusesOnceTheStoreSaysLost(t *testing.T) {
 	}
 	l.Release(t.Context())
 	for _, op := range []string{OpCheckpointSet, OpFenceCheck} {
-		if a := ask(t, c, op, "late"); a.Status != StatusLost || a.Exit != ExitLost {
+		if a := ask(t, c, op, "late"); a.Status != StatusLost {
 			t.Errorf("%s after the lock was broken: %+v, want lost", op, a)
 		}
 	}
