@@ -231,3 +231,11 @@ func queryParam(t *testing.T, raw, name string) string {
 	}
 	return u.Query().Get(name)
 }
+
+func TestOperators(t *testing.T) {
+	raw := pgtest.Isolated(t, pgtest.Shared())
+	backendtest.RunOperators(t, backendtest.Operators{Harness: backendtest.Harness{
+		Open: func(t *testing.T) backend.Backend { return open(t, raw) },
+		TTL:  time.Second,
+	}})
+}

@@ -14,6 +14,12 @@ const (
 	codeDuplicateTable  = "42P07"
 	codeDuplicateObject = "42710"
 	codeUndefinedTable  = "42P01"
+	codeUndefinedColumn = "42703"
+	// Refusals and missing objects, which retrying does not cure.
+	codeInsufficientPrivilege = "42501"
+	codeInvalidCatalogName    = "3D000" // no such database
+	codeInvalidSchemaName     = "3F000"
+	codeDatatypeMismatch      = "42804" // a lease table of another shape
 	// lock_timeout ran out while waiting in line.
 	codeLockNotAvailable = "55P03"
 )
