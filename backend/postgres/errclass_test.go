@@ -99,3 +99,29 @@ func TestConfigErrorsAreNotOutages(t *testing.T) {
 		t.Errorf("Inspect with the right password: %v", err)
 	}
 }
+
+// A lease table made by an older lockrun lacks the record's columns: it is
+// upgraded on first use when creating is allowed, and is a configuration
+// error (with the fix) when it is not.
+func TestOlderTableIsUpgraded(t *testing.T) {
+	base := pgtest.Shared()
+	raw := pgtest.Isolated(t, base)
+	u, _ := url.Parse(raw)
+	table := u.Query().Get("lockrun_table")
+	pgtest.Exec(t, base, "CREATE TABLE "+table+" (key text PRIMARY KEY, token bigint NOT NULL CHECK (token > 0), holder text NOT NULL, run_id text NOT NULL, expires_at timestamptz NOT NULL)")
+	fixed := open(t, pgtest.WithParam(t, raw, ParamCreateTable, "false"))
+	_, err := fixed.Acquire(t.Context(), "k", opts("h"))
+	if !errors.Is(err, backend.ErrConfig) || !strings.Contains(err.Error(), "lockrun init") {
+		t.Errorf("Acquire on an old table, creating forbidden = %v; want ErrConfig naming lockrun init", err)
+	}
+	o := opts("h")
+	o.Info = backend.HolderInfo{User: "u"}
+	l, err := open(t, raw).Acquire(t.Context(), "k", o)
+	if err != nil {
+		t.Fatalf("Acquire on an old table: %v", err)
+	}
+	defer l.Release(t.Context())
+	if st, err := fixed.Inspect(t.Context(), "k"); err != nil || st.Info.User != "u" || st.Since.IsZero() {
+		t.Errorf("Inspect after the upgrade = %+v, %v", st, err)
+	}
+}

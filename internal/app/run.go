@@ -26,9 +26,15 @@ EXAMPLES:
    # the embedded file backend (no server) and the fencing token
    lockrun run demo -- sh -c 'echo "token $LOCKRUN_FENCING_TOKEN"'
 
+   # a fleet's crontab: the job runs once per schedule even when hosts' crons fire up to 5 minutes apart
+   lockrun run -q --conflict-exit-code 0 --min-hold 5m nightly-report -- /opt/report.sh
+
+Durations are seconds (10, 0.5) or Go durations (1m30s).
+
 EXIT STATUS:
    the command's own status (128+N if signal N killed it); 75 lock busy (--conflict-exit-code);
-   76 lock lost, command killed; 64 usage error; 69 backend unavailable; 70 internal error;
+   76 lock lost, command killed; 64 usage error; 69 backend unavailable (may work later);
+   77 permission or authentication refused; 78 backend configuration error; 70 internal error;
    126 command not executable; 127 command not found`
 
 func runCommand(st *state) *cli.Command {
@@ -38,33 +44,37 @@ func runCommand(st *state) *cli.Command {
 		UsageText:    "lockrun run [flags] KEY -- COMMAND [ARG...]",
 		Description:  runDescription,
 		OnUsageError: onUsageError,
-		Flags: append(commonFlags(),
-			&cli.DurationFlag{Name: "ttl", Value: 30 * time.Second, EnvVars: env("TTL"), Usage: "lease length: how long the lock outlives a holder that stops renewing"},
-			&cli.DurationFlag{Name: "heartbeat", EnvVars: env("HEARTBEAT"), Usage: "time between renewals", DefaultText: "ttl/3"},
-			&cli.DurationFlag{Name: "kill-grace", EnvVars: env("KILL_GRACE"), Usage: "time from SIGTERM to SIGKILL when the lock is lost", DefaultText: "ttl/6, at most 5s"},
+		Flags: append(commonFlags("print errors only: say nothing when the lock is busy or while waiting"),
+			durationFlag("ttl", "TTL", "lease length: how long the lock outlives a holder that stops renewing", 30*time.Second, ""),
+			durationFlag("heartbeat", "HEARTBEAT", "time between renewals", 0, "ttl/3"),
+			durationFlag("kill-grace", "KILL_GRACE", "time from SIGTERM to SIGKILL when the lock is lost", 0, "ttl/6, at most 5s"),
 			&cli.BoolFlag{Name: "wait", Aliases: []string{"w"}, EnvVars: env("WAIT"), Usage: "wait for the lock instead of exiting when it is busy"},
-			&cli.DurationFlag{Name: "timeout", EnvVars: env("TIMEOUT"), Usage: "wait at most this long for the lock, then exit busy (implies --wait)"},
+			durationFlag("timeout", "TIMEOUT", "wait at most this long for the lock, then exit busy (implies --wait)", 0, ""),
+			durationFlag("min-hold", "MIN_HOLD", "keep the lock taken until this long after the grant, even when the command ends sooner, "+
+				"so that hosts whose cron fires a little later skip the run; lockrun itself exits when the command does", 0, ""),
 			&cli.IntFlag{Name: "conflict-exit-code", Value: runner.ExitBusy, EnvVars: env("CONFLICT_EXIT_CODE"), Usage: "exit status when the lock is busy"},
 			&cli.StringFlag{Name: "holder", EnvVars: env("HOLDER"), Usage: "who holds the lock, as others see it", DefaultText: "host:pid"},
-			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, EnvVars: env("VERBOSE"), Usage: "log the lock's life: acquired, renewed, released"},
 		),
 		Action: st.run,
 	}
 }
 
-// commonFlags are the flags of every command.
-func commonFlags() []cli.Flag {
+// commonFlags are the flags of every command; quiet says what --quiet
+// means for it.
+func commonFlags(quiet string) []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "backend", Aliases: []string{"b"}, EnvVars: env("BACKEND"), Usage: "where locks live: file:///dir, redis://, etcd://, postgres://", DefaultText: "the embedded file backend"},
-		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, EnvVars: env("QUIET"), Usage: "print errors only; say nothing when the lock is busy"},
-		&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: env("LOG_FORMAT"), Usage: "text or json, on stderr"},
+		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, EnvVars: env("QUIET"), Usage: quiet},
+		verboseFlag(),
+		&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: env("LOG_FORMAT"), Usage: "text or json"},
+		&cli.StringFlag{Name: "log", Value: logStderr, EnvVars: env("LOG"), Usage: "where lockrun's own lines go: stderr, syslog (journald's too), or syslog:/path/to/socket"},
 	}
 }
 
 func env(name string) []string { return []string{"LOCKRUN_" + name} }
 
 func (st *state) run(c *cli.Context) error {
-	log, err := st.logTo(st.stderr, c.String("log-format"), c.Bool("quiet"), c.Bool("verbose"))
+	log, err := st.logFrom(c)
 	if err != nil {
 		return err
 	}
@@ -74,18 +84,18 @@ func (st *state) run(c *cli.Context) error {
 	}
 	var settings []heartbeat.Setting
 	if c.IsSet("heartbeat") {
-		settings = append(settings, heartbeat.WithInterval(c.Duration("heartbeat")))
+		settings = append(settings, heartbeat.WithInterval(duration(c, "heartbeat")))
 	}
 	if c.IsSet("kill-grace") {
-		settings = append(settings, heartbeat.WithGrace(c.Duration("kill-grace")))
+		settings = append(settings, heartbeat.WithGrace(duration(c, "kill-grace")))
 	}
-	policy, err := heartbeat.NewPolicy(c.Duration("ttl"), settings...)
+	policy, err := heartbeat.NewPolicy(duration(c, "ttl"), settings...)
 	if err != nil {
 		return usagef("--ttl, --heartbeat, --kill-grace: %v", err)
 	}
-	timeout := c.Duration("timeout")
-	if timeout < 0 {
-		return usagef("--timeout %v must not be negative", timeout)
+	timeout, minHold := duration(c, "timeout"), duration(c, "min-hold")
+	if timeout < 0 || minHold < 0 {
+		return usagef("--timeout %v and --min-hold %v must not be negative", timeout, minHold)
 	}
 	busy := c.Int("conflict-exit-code")
 	if busy < 0 || busy > 255 {
@@ -105,10 +115,12 @@ func (st *state) run(c *cli.Context) error {
 		return err
 	}
 	defer b.Close()
-	return runner.Run(c.Context, runner.Job{
-		Key:      key,
-		Locker:   b,
-		Lease:    backend.AcquireOptions{TTL: policy.TTL, Holder: holder, RunID: rand.Text(), Wait: c.Bool("wait") || timeout > 0},
+	waits := st.announcer(b, log.With("key", key), verbosity(c))
+	err = runner.Run(c.Context, runner.Job{
+		Key:    key,
+		Locker: waits,
+		Lease: backend.AcquireOptions{TTL: policy.TTL, Holder: holder, RunID: rand.Text(), Wait: c.Bool("wait") || timeout > 0,
+			MinHold: minHold, Info: holderInfo(argv, os.Getenv)},
 		Policy:   policy,
 		Timeout:  timeout,
 		Busy:     busy,
@@ -119,6 +131,7 @@ func (st *state) run(c *cli.Context) error {
 		Watchdog: []string{"/proc/self/exe", "watchdog", strconv.Itoa(os.Getpid())},
 		Log:      log.With("key", key),
 	})
+	return waits.ended(err)
 }
 
 // watchdogCommand is the hidden command lockrun starts beside the user's
