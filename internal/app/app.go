@@ -94,7 +94,11 @@ func (st *state) report(err error) {
 	attrs := []any{"exit_code", exitCode(err)}
 	var held *backend.HeldError
 	if errors.As(err, &held) && held.Status.Holder != "" {
-		attrs = append(attrs, "holder", backend.Escape(held.Status.Holder), "token", held.Status.Token.String())
+		h := held.Status.Holder // JSON escapes it; a text line must
+		if !st.json {
+			h = backend.Escape(h)
+		}
+		attrs = append(attrs, "holder", h, "token", held.Status.Token.String())
 	}
 	st.log.Error(err.Error(), attrs...)
 }

@@ -20,3 +20,17 @@ func TestParseSeconds(t *testing.T) {
 		}
 	}
 }
+
+func TestNoticesAtGrowingIntervals(t *testing.T) {
+	var got []time.Duration
+	for at := nextNotice(0); len(got) < 9; at = nextNotice(at) {
+		got = append(got, at)
+	}
+	want := []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute,
+		16 * time.Minute, 32 * time.Minute, 64 * time.Minute, 124 * time.Minute}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("notices at %v, want %v", got, want)
+		}
+	}
+}

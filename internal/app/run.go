@@ -115,7 +115,7 @@ func (st *state) run(c *cli.Context) error {
 		return err
 	}
 	defer b.Close()
-	waits := st.announcer(b, log.With("key", key), verbosity(c))
+	waits := st.announcer(b, log.With("key", key))
 	err = runner.Run(c.Context, runner.Job{
 		Key:    key,
 		Locker: waits,

@@ -20,10 +20,10 @@ import (
 // -v, the grant says how long it waited and the end how long the command
 // ran and how it exited.
 type announcer struct {
-	b       backend.Backend
-	log     *slog.Logger
-	verbose bool
-	live    io.Writer // a terminal for the live line, or nil
+	b      backend.Backend
+	log    *slog.Logger
+	fields bool      // JSON: the holder in fields too, not only in the text
+	live   io.Writer // a terminal for the live line, or nil
 
 	mu        sync.Mutex
 	holder    backend.Status // the holder last seen while waiting
@@ -31,8 +31,8 @@ type announcer struct {
 	granted   time.Time
 }
 
-func (st *state) announcer(b backend.Backend, log *slog.Logger, verbose bool) *announcer {
-	a := &announcer{b: b, log: log, verbose: verbose}
+func (st *state) announcer(b backend.Backend, log *slog.Logger) *announcer {
+	a := &announcer{b: b, log: log, fields: st.json}
 	if !st.quiet && !st.sink && !st.json && isTerminal(st.stderr) {
 		a.live = st.stderr
 	}
@@ -53,8 +53,11 @@ func (a *announcer) Acquire(ctx context.Context, key string, o backend.AcquireOp
 	}
 	a.seen(held.Status, false)
 	began := time.Now()
-	a.log.Log(ctx, levelNotice, fmt.Sprintf("waiting for lock %q, held by %s", key, heldBy(held.Status, began)),
-		"holder", backend.Escape(held.Status.Holder), "token", held.Status.Token.String())
+	var fields []any
+	if a.fields {
+		fields = []any{"holder", held.Status.Holder, "token", held.Status.Token.String()}
+	}
+	a.log.Log(ctx, levelNotice, fmt.Sprintf("waiting for lock %q, held by %s", key, heldBy(held.Status, began)), fields...)
 	stop := a.progress(key, began)
 	l, err = a.b.Acquire(ctx, key, o)
 	stop()
