@@ -228,3 +228,28 @@ func TestWaiterShowsALiveLineOnATerminal(t *testing.T) {
 		t.Errorf("waiter exit %d", code)
 	}
 }
+
+// A waiter stopped by a signal says which, by its name.
+func TestWaiterInterruptedNamesTheSignal(t *testing.T) {
+	e := env(t)
+	hold(t, e, "k", "worker-7", "30")
+	errPath := filepath.Join(t.TempDir(), "stderr")
+	errFile, err := os.Create(errPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer errFile.Close()
+	cmd := exec.Command(lockruntest.Binary(t), "run", "--wait", "k", "--", "true")
+	cmd.Env, cmd.Stderr = e, errFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stderr := func() string { b, _ := os.ReadFile(errPath); return string(b) }
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(stderr(), "waiting for lock") && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if code := exitCode(t, cmd); code != 143 || !strings.Contains(stderr(), `interrupted by SIGTERM while waiting for lock "k"`) {
+		t.Errorf("SIGTERM while waiting: exit %d, stderr %q; want 143 naming SIGTERM", code, stderr())
+	}
+}
