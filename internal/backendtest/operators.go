@@ -35,6 +35,7 @@ type Operators struct {
 func RunOperators(t *testing.T, h Operators) {
 	s := &opSuite{suite: suite{h: h.Harness}, o: h}
 	t.Run("HolderRecord", s.holderRecord)
+	t.Run("WaiterRecordsItsOwnGrant", s.waiterRecordsItsOwnGrant)
 	t.Run("List", s.list)
 	t.Run("MinHoldOutlivesRelease", s.minHoldOutlivesRelease)
 	t.Run("MinHoldOverIsReleasedAtOnce", s.minHoldOverIsReleasedAtOnce)
@@ -84,6 +85,45 @@ func (s *opSuite) holderRecord(t *testing.T) {
 	}
 	near(t, "Since after a renewal", st.Since, before, granted, clock)
 	near(t, "Renewed", st.Renewed, sent, renewed, clock+s.o.RenewedResolution)
+}
+
+// waiterRecordsItsOwnGrant: a waiter's Since is when it got the lock, not
+// when it began to wait (a backend may record it just after the grant).
+func (s *opSuite) waiterRecordsItsOwnGrant(t *testing.T) {
+	b, key := s.open(t), Key(t)
+	first := MustAcquire(t, b, key, s.opts("first"))
+	o := s.opts("waiter")
+	o.Wait, o.Info = true, info
+	got := make(chan backend.Lease, 1)
+	go func() {
+		l, err := s.open(t).Acquire(t.Context(), key, o)
+		if err != nil {
+			t.Errorf("waiter: %v", err)
+		}
+		got <- l
+	}()
+	time.Sleep(s.h.TTL / 2)
+	released := time.Now()
+	release(t, first)
+	l := <-got
+	if l == nil {
+		return
+	}
+	defer release(t, l)
+	var st backend.Status
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var err error
+		if st, err = b.Inspect(t.Context(), key); err != nil {
+			t.Fatal(err)
+		}
+		if st.Holder == "waiter" && !st.Since.Before(released.Add(-20*time.Millisecond)) {
+			break
+		}
+	}
+	near(t, "the waiter's Since", st.Since, released, time.Now(), 20*time.Millisecond)
+	if st.Info != info {
+		t.Errorf("the waiter's info = %+v, want %+v", st.Info, info)
+	}
 }
 
 func (s *opSuite) list(t *testing.T) {
