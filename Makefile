@@ -25,13 +25,13 @@ lint:
 	$(GO) vet ./...
 
 # The fault harness's long run: every case on every backend for
-# FAULTS_DURATION each; prints the reliability table of the README.
+# FAULTS_DURATION each; prints the table of docs/reliability.md.
 FAULTS_DURATION ?= 2m
 faults: services
 	$(GO) test -count=1 -timeout 6h -v -run TestFaults ./tests/faults -args -faults.duration=$(FAULTS_DURATION)
 
 # lockrun against flock, redis-cli, etcdctl lock and psql on every backend,
-# in one run (a few minutes): the README's performance tables.
+# in one run (a few minutes): the tables of docs/performance.md.
 bench: services build
 	$(GO) test -run '^$$' -bench Report -benchtime 1x -timeout 30m ./tests/bench -lockrun $(CURDIR)/bin/lockrun
 

@@ -1,7 +1,7 @@
 // Package faults attacks the real lockrun binary under faults and counts
 // what went wrong: overlapping command runs, stale writes accepted by a
 // fenced store, commands killed late, tokens that did not grow, orphans.
-// Its tests are the harness; see the README's "Reliability" section.
+// Its tests are the harness; see docs/reliability.md.
 package faults
 
 import (
