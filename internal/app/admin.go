@@ -20,7 +20,7 @@ func statusCommand(st *state) *cli.Command {
 			"   (69 unreachable, 77 permission refused, 78 configuration). So a script can ask\n" +
 			"   'lockrun status -q KEY' without reading its output.",
 		OnUsageError: onUsageError,
-		Flags: append(commonFlags("print nothing: answer with the exit status only"),
+		Flags: append(commonFlags("print nothing: answer with the exit status only", adminVerbose),
 			&cli.BoolFlag{Name: "json", Usage: "print the status as one JSON object"}),
 		Action: st.status,
 	}
@@ -37,7 +37,7 @@ func releaseCommand(st *state) *cli.Command {
 			"   Exit status: 0 the lock was broken, 1 it was free (nothing to do), 2 not released\n" +
 			"   (declined, or the lock changed hands while you were asked).",
 		OnUsageError: onUsageError,
-		Flags: append(commonFlags("print errors only"),
+		Flags: append(commonFlags("print errors only", adminVerbose),
 			&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "do not ask, even on a terminal"}),
 		Action: st.release,
 	}

@@ -54,7 +54,7 @@ func newApp(st *state) *cli.App {
 			"hands it a fencing token in LOCKRUN_FENCING_TOKEN, and kills it before the lease can\n" +
 			"expire if the lock is lost. See 'lockrun run --help'.",
 		Commands:        []*cli.Command{runCommand(st), statusCommand(st), listCommand(st), releaseCommand(st), initCommand(st), watchdogCommand()},
-		Flags:           []cli.Flag{verboseFlag()},
+		Flags:           []cli.Flag{verboseFlag("verbose, for every command: 'lockrun -v run' is 'lockrun run -v'")},
 		Reader:          st.stdin,
 		Writer:          st.stdout,
 		ErrWriter:       st.stderr,
@@ -141,6 +141,12 @@ func verbosity(c *cli.Context) bool {
 	return false
 }
 
-func verboseFlag() cli.Flag {
-	return &cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, EnvVars: env("VERBOSE"), Usage: "say more: the lock's life, how long it waited, how the command ended"}
+// What -v adds to a run, and to the other commands.
+const (
+	runVerbose   = "say more: the lock's life, how long it waited, how the command ended"
+	adminVerbose = "log debug lines too"
+)
+
+func verboseFlag(usage string) cli.Flag {
+	return &cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, EnvVars: env("VERBOSE"), Usage: usage}
 }

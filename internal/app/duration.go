@@ -43,12 +43,16 @@ func parseSeconds(v string) (time.Duration, error) {
 }
 
 // durationFlag is a flag that takes seconds or a duration (see seconds),
-// also from LOCKRUN_<env>.
+// also from LOCKRUN_<variable>; a zero default without a text shows as
+// "none".
 func durationFlag(name, variable, usage string, value time.Duration, defaultText string) *cli.GenericFlag {
+	if value == 0 && defaultText == "" {
+		defaultText = "none"
+	}
 	return &cli.GenericFlag{
 		Name:        name,
 		EnvVars:     env(variable),
-		Usage:       usage + " (seconds, or a duration such as 1m30s)",
+		Usage:       usage,
 		Value:       &seconds{value},
 		DefaultText: defaultText,
 	}

@@ -20,7 +20,7 @@ func initCommand(st *state) *cli.Command {
 		UsageText: "lockrun init [--backend URL]\n\n" +
 			"   Backends that need nothing prepared say so and exit 0.",
 		OnUsageError: onUsageError,
-		Flags:        commonFlags("print errors only"),
+		Flags:        commonFlags("print errors only", adminVerbose),
 		Action:       st.init,
 	}
 }

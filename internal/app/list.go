@@ -27,7 +27,7 @@ func listCommand(st *state) *cli.Command {
 			"   One line per held lock: key, holder, token, since when, time left, user.\n" +
 			"   Exit status 0, also when nothing is held.",
 		OnUsageError: onUsageError,
-		Flags: append(commonFlags("print errors only"),
+		Flags: append(commonFlags("print errors only", adminVerbose),
 			&cli.BoolFlag{Name: "json", Usage: "print a JSON array of statuses, as status --json prints one"}),
 		Action: st.list,
 	}

@@ -44,7 +44,7 @@ func runCommand(st *state) *cli.Command {
 		UsageText:    "lockrun run [flags] KEY -- COMMAND [ARG...]",
 		Description:  runDescription,
 		OnUsageError: onUsageError,
-		Flags: append(commonFlags("print errors only: say nothing when the lock is busy or while waiting"),
+		Flags: append(commonFlags("print errors only: say nothing when the lock is busy or while waiting", runVerbose),
 			durationFlag("ttl", "TTL", "lease length: how long the lock outlives a holder that stops renewing", 30*time.Second, ""),
 			durationFlag("heartbeat", "HEARTBEAT", "time between renewals", 0, "ttl/3"),
 			durationFlag("kill-grace", "KILL_GRACE", "time from SIGTERM to SIGKILL when the lock is lost", 0, "ttl/6, at most 5s"),
@@ -59,13 +59,13 @@ func runCommand(st *state) *cli.Command {
 	}
 }
 
-// commonFlags are the flags of every command; quiet says what --quiet
-// means for it.
-func commonFlags(quiet string) []cli.Flag {
+// commonFlags are the flags of every command; quiet and verbose say what
+// --quiet and --verbose mean for it.
+func commonFlags(quiet, verbose string) []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "backend", Aliases: []string{"b"}, EnvVars: env("BACKEND"), Usage: "where locks live: file:///dir, redis://, etcd://, postgres://", DefaultText: "the embedded file backend"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, EnvVars: env("QUIET"), Usage: quiet},
-		verboseFlag(),
+		verboseFlag(verbose),
 		&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: env("LOG_FORMAT"), Usage: "text or json"},
 		&cli.StringFlag{Name: "log", Value: logStderr, EnvVars: env("LOG"), Usage: "where lockrun's own lines go: stderr, syslog (journald's too), or syslog:/path/to/socket"},
 	}
