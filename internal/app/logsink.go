@@ -19,16 +19,27 @@ const (
 )
 
 // openLog returns the writer for --log dest, and a close that flushes it.
+// A syslog that cannot be reached falls back to stderr with a warning
+// there: a job must not stop running because its log went away.
 func openLog(dest string, stderr io.Writer) (io.Writer, func(), error) {
+	var w io.Writer
+	var closeLog func()
+	var err error
 	switch {
 	case dest == "" || dest == logStderr:
 		return stderr, func() {}, nil
 	case dest == logSyslog:
-		return dialSyslog("", "")
+		w, closeLog, err = dialSyslog("", "")
 	case strings.HasPrefix(dest, logSyslog+":"):
-		return dialSyslog("unixgram", strings.TrimPrefix(dest, logSyslog+":"))
+		w, closeLog, err = dialSyslog("unixgram", strings.TrimPrefix(dest, logSyslog+":"))
+	default:
+		return nil, nil, usagef("--log %q: use stderr, syslog or syslog:/path/to/socket", dest)
 	}
-	return nil, nil, usagef("--log %q: use stderr, syslog or syslog:/path/to/socket", dest)
+	if err != nil {
+		fmt.Fprintf(stderr, "lockrun: warning: %v; logging to stderr\n", err)
+		return stderr, func() {}, nil
+	}
+	return w, closeLog, nil
 }
 
 // syslogQueue is how many lines may wait for a slow syslog daemon before
@@ -62,7 +73,7 @@ func dialSyslog(network, addr string) (io.Writer, func(), error) {
 		if where == "" {
 			where = "the local syslog (/dev/log)"
 		}
-		return nil, nil, usagef("--log syslog: cannot reach %s: %v", where, err)
+		return nil, nil, fmt.Errorf("--log syslog: cannot reach %s: %w", where, err)
 	}
 	s := &syslogSink{w: w, lines: make(chan syslogLine, syslogQueue), done: make(chan struct{})}
 	go s.send()

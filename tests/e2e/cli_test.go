@@ -132,6 +132,10 @@ func TestLogToSyslog(t *testing.T) {
 	if r := run(t, e, "run", "-v", "--log", "syslog:"+sock, "k", "--", "sh", "-c", "echo out; echo err >&2"); r.Code != 0 || r.Stderr != "err\n" || r.Stdout != "out\n" {
 		t.Errorf("run with --log syslog: exit %d, stdout %q, stderr %q; want the command's own lines only", r.Code, r.Stdout, r.Stderr)
 	}
+	if r := run(t, e, "run", "--log", "syslog:/nonexistent/log", "k", "--", "echo", "ran"); r.Code != 0 || r.Stdout != "ran\n" ||
+		!strings.HasPrefix(r.Stderr, "lockrun: warning: --log syslog: cannot reach /nonexistent/log") {
+		t.Errorf("unreachable syslog: exit %d, stdout %q, stderr %q; want the job run and one warning on stderr", r.Code, r.Stdout, r.Stderr)
+	}
 	hold(t, e, "k", "worker-7", "30")
 	if r := run(t, e, "run", "--log", "syslog:"+sock, "k", "--", "true"); r.Code != 75 || r.Stderr != "" {
 		t.Errorf("busy with --log syslog: exit %d, stderr %q", r.Code, r.Stderr)
