@@ -85,7 +85,7 @@ func (b *Backend) waitTurn(ctx context.Context, e *entry, o backend.AcquireOptio
 	if err := b.restarted(ctx, e, r, "renewing the lease"); err != nil {
 		return nil, err
 	}
-	go b.mark(*e, o) // off the hand-off path
+	go b.mark(*e) // off the hand-off path
 	return b.newLease(*e), nil
 }
 

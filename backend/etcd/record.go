@@ -13,19 +13,31 @@ import (
 )
 
 // mark records in e's entry when it began to hold the lock, for a waiter
-// whose entry was written long before its turn came. It is one owner-checked
-// write, sent after the grant so that it costs the hand-off nothing; until
-// it lands, status shows the time the entry was queued. A mark that fails
-// is only a less exact status.
-func (b *Backend) mark(e entry, o backend.AcquireOptions) {
-	val, err := json.Marshal(holderInfo{Holder: o.Holder, RunID: o.RunID, Info: o.Info, Since: time.Now().UnixMicro()})
+// whose entry was written long before its turn came. It adds "since" to
+// the entry's value and keeps every other field as written (a read, then
+// a write conditioned on the entry not having changed), sent after the
+// grant so that it costs the hand-off nothing; until it lands, status
+// shows the time the entry was queued. A mark that fails is only a less
+// exact status.
+func (b *Backend) mark(e entry) {
+	since := time.Now().UnixMicro()
+	ctx, cancel := b.bounded(context.Background())
+	defer cancel()
+	resp, err := b.cli.Get(ctx, e.name)
+	if err != nil || len(resp.Kvs) != 1 || resp.Kvs[0].CreateRevision != e.rev {
+		return
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(resp.Kvs[0].Value, &fields) != nil {
+		return
+	}
+	fields["since"], _ = json.Marshal(since)
+	val, err := json.Marshal(fields)
 	if err != nil {
 		return
 	}
-	ctx, cancel := b.bounded(context.Background())
-	defer cancel()
 	_, _ = b.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(e.name), "=", e.rev)).
+		If(clientv3.Compare(clientv3.ModRevision(e.name), "=", resp.Kvs[0].ModRevision)).
 		Then(clientv3.OpPut(e.name, string(val), clientv3.WithIgnoreLease())).
 		Commit()
 }
