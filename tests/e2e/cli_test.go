@@ -222,7 +222,7 @@ func TestReleaseAsksOnATerminal(t *testing.T) {
 // On a terminal, a waiter keeps a live line with the time waited.
 func TestWaiterShowsALiveLineOnATerminal(t *testing.T) {
 	e := env(t)
-	hold(t, e, "k", "worker-7", "3")
+	hold(t, e, "k", "worker-7", "6") // long enough for a loaded host to show two ticks
 	term, tty := openTerminal(t)
 	cmd := startOn(t, tty, e, "run", "--wait", "k", "--", "echo", "got it")
 	term.waitFor(t, `waiting for lock "k", held by worker-7`)

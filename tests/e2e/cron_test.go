@@ -20,9 +20,9 @@ import (
 // the job ends, not when the minimum hold does.
 func TestCronOnAFleetRunsOncePerSchedule(t *testing.T) {
 	const (
-		period  = 4 * time.Second // between two schedules
+		period  = 5 * time.Second // between two schedules
 		skew    = time.Second     // host B's cron fires this much after A's, then before
-		minHold = 2 * time.Second // above the skew, below the period
+		minHold = 3 * time.Second // above the skew (with room for a loaded host), below the period
 		ticks   = 2
 	)
 	for _, srv := range servers {
