@@ -11,120 +11,138 @@ import (
 	"time"
 )
 
-// Where lockrun's own lines go (--log): stderr, the local syslog daemon
-// (journald's /dev/log too when it runs), or a syslog socket at a path.
+// Where lockrun's own lines go (--log): stderr; the local syslog daemon
+// (journald's /dev/log too when it runs) or a syslog socket at a path;
+// journald's native socket, or one at a path.
 const (
-	logStderr = "stderr"
-	logSyslog = "syslog"
+	logStderr   = "stderr"
+	logSyslog   = "syslog"
+	logJournald = "journald"
+	// journalSocket is where systemd-journald takes native records.
+	journalSocket = "/run/systemd/journal/socket"
 )
 
 // openLog returns the writer for --log dest, and a close that flushes it.
-// A syslog that cannot be reached falls back to stderr with a warning
-// there: a job must not stop running because its log went away.
+// A log that cannot be reached falls back to stderr with a warning there:
+// a job must not stop running because its log went away.
 func openLog(dest string, stderr io.Writer) (io.Writer, func(), error) {
-	var w io.Writer
-	var closeLog func()
+	name, path, _ := strings.Cut(dest, ":")
+	var send func(slog.Level, string)
+	var closeSend func() error
 	var err error
 	switch {
 	case dest == "" || dest == logStderr:
 		return stderr, func() {}, nil
-	case dest == logSyslog:
-		w, closeLog, err = dialSyslog("", "")
-	case strings.HasPrefix(dest, logSyslog+":"):
-		w, closeLog, err = dialSyslog("unixgram", strings.TrimPrefix(dest, logSyslog+":"))
+	case name == logSyslog:
+		send, closeSend, err = dialSyslog(path)
+	case name == logJournald:
+		if path == "" {
+			path = journalSocket
+		}
+		send, closeSend, err = dialJournal(path)
 	default:
-		return nil, nil, usagef("--log %q: use stderr, syslog or syslog:/path/to/socket", dest)
+		return nil, nil, usagef("--log %q: use stderr, syslog, syslog:/path/to/socket, journald or journald:/path/to/socket", dest)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "lockrun: warning: %v; logging to stderr\n", err)
+		fmt.Fprintf(stderr, "lockrun: warning: --log %s: %v; logging to stderr\n", name, err)
 		return stderr, func() {}, nil
 	}
-	return w, closeLog, nil
+	s := newQueuedSink(send, closeSend)
+	return s, s.close, nil
 }
 
-// syslogQueue is how many lines may wait for a slow syslog daemon before
-// lines are dropped: lockrun never waits for a log write (a stuck syslog
-// must not hold up a renewal or a kill).
-const syslogQueue = 256
+// dialSyslog connects to the syslog socket at path, or the local one.
+func dialSyslog(path string) (func(slog.Level, string), func() error, error) {
+	network := ""
+	if path != "" {
+		network = "unixgram"
+	}
+	w, err := syslog.Dial(network, path, syslog.LOG_USER|syslog.LOG_NOTICE, "lockrun")
+	if err != nil && path != "" {
+		w, err = syslog.Dial("unix", path, syslog.LOG_USER|syslog.LOG_NOTICE, "lockrun")
+	}
+	if err != nil {
+		if path == "" {
+			path = "the local syslog (/dev/log)"
+		}
+		return nil, nil, fmt.Errorf("cannot reach %s: %w", path, err)
+	}
+	send := func(level slog.Level, line string) {
+		switch {
+		case level >= slog.LevelError:
+			_ = w.Err(line)
+		case level >= slog.LevelWarn:
+			_ = w.Warning(line)
+		case level >= levelNotice:
+			_ = w.Notice(line)
+		case level >= slog.LevelInfo:
+			_ = w.Info(line)
+		default:
+			_ = w.Debug(line)
+		}
+	}
+	return send, w.Close, nil
+}
 
-// syslogSink sends lines to syslog from a goroutine of its own.
-type syslogSink struct {
-	w       *syslog.Writer
-	lines   chan syslogLine
-	done    chan struct{}
-	dropped atomic.Int64
+// sinkQueue is how many lines may wait for a slow log before lines are
+// dropped: lockrun never waits for a log write (a stuck syslog must not
+// hold up a renewal or a kill).
+const sinkQueue = 256
+
+// queuedSink hands lines to send from a goroutine of its own.
+type queuedSink struct {
+	send      func(slog.Level, string)
+	closeSend func() error
+	lines     chan sinkLine
+	done      chan struct{}
+	dropped   atomic.Int64
 
 	mu     sync.Mutex // closed and sending on lines: no line after close
 	closed bool
 }
 
-type syslogLine struct {
+type sinkLine struct {
 	level slog.Level
 	text  string
 }
 
-func dialSyslog(network, addr string) (io.Writer, func(), error) {
-	w, err := syslog.Dial(network, addr, syslog.LOG_USER|syslog.LOG_NOTICE, "lockrun")
-	if err != nil && network == "unixgram" {
-		w, err = syslog.Dial("unix", addr, syslog.LOG_USER|syslog.LOG_NOTICE, "lockrun")
-	}
-	if err != nil {
-		where := addr
-		if where == "" {
-			where = "the local syslog (/dev/log)"
+func newQueuedSink(send func(slog.Level, string), closeSend func() error) *queuedSink {
+	s := &queuedSink{send: send, closeSend: closeSend, lines: make(chan sinkLine, sinkQueue), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		for l := range s.lines {
+			s.send(l.level, l.text)
 		}
-		return nil, nil, fmt.Errorf("--log syslog: cannot reach %s: %w", where, err)
-	}
-	s := &syslogSink{w: w, lines: make(chan syslogLine, syslogQueue), done: make(chan struct{})}
-	go s.send()
-	return s, s.close, nil
+	}()
+	return s
 }
 
-// WriteLevel queues line under level's priority, or drops it when the
-// queue is full.
-func (s *syslogSink) WriteLevel(level slog.Level, line string) error {
+// WriteLevel queues line under level, or drops it when the queue is full.
+func (s *queuedSink) WriteLevel(level slog.Level, line string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil
 	}
 	select {
-	case s.lines <- syslogLine{level, line}:
+	case s.lines <- sinkLine{level, line}:
 	default:
 		s.dropped.Add(1)
 	}
 	return nil
 }
 
-// Write queues p (a JSON record) at notice priority.
-func (s *syslogSink) Write(p []byte) (int, error) {
+// Write queues p (a JSON record) at notice level.
+func (s *queuedSink) Write(p []byte) (int, error) {
 	_ = s.WriteLevel(levelNotice, strings.TrimSuffix(string(p), "\n"))
 	return len(p), nil
 }
 
-func (s *syslogSink) send() {
-	defer close(s.done)
-	for l := range s.lines {
-		switch {
-		case l.level >= slog.LevelError:
-			_ = s.w.Err(l.text)
-		case l.level >= slog.LevelWarn:
-			_ = s.w.Warning(l.text)
-		case l.level >= levelNotice:
-			_ = s.w.Notice(l.text)
-		case l.level >= slog.LevelInfo:
-			_ = s.w.Info(l.text)
-		default:
-			_ = s.w.Debug(l.text)
-		}
-	}
-}
-
 // close sends what is queued, for a second at most, and says how many
 // lines were dropped.
-func (s *syslogSink) close() {
+func (s *queuedSink) close() {
 	if n := s.dropped.Load(); n > 0 {
-		_ = s.WriteLevel(slog.LevelWarn, fmt.Sprintf("%d log lines dropped: syslog was too slow", n))
+		_ = s.WriteLevel(slog.LevelWarn, fmt.Sprintf("%d log lines dropped: the log was too slow", n))
 	}
 	s.mu.Lock()
 	s.closed = true
@@ -134,5 +152,5 @@ func (s *syslogSink) close() {
 	case <-s.done:
 	case <-time.After(time.Second):
 	}
-	_ = s.w.Close()
+	_ = s.closeSend()
 }

@@ -67,7 +67,7 @@ func commonFlags(quiet, verbose string) []cli.Flag {
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, EnvVars: env("QUIET"), Usage: quiet},
 		verboseFlag(verbose),
 		&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: env("LOG_FORMAT"), Usage: "text or json"},
-		&cli.StringFlag{Name: "log", Value: logStderr, EnvVars: env("LOG"), Usage: "where lockrun's own lines go: stderr, syslog (journald's too), or syslog:/path/to/socket"},
+		&cli.StringFlag{Name: "log", Value: logStderr, EnvVars: env("LOG"), Usage: "where lockrun's own lines go: stderr, syslog (or syslog:/path/to/socket), journald (or journald:/path/to/socket)"},
 	}
 }
 

@@ -105,19 +105,20 @@ func TestHelpListsWhatApplies(t *testing.T) {
 	}
 }
 
-// --log syslog:PATH sends lockrun's lines to a syslog socket, tagged and
-// at their priority, and leaves stderr to the command.
-func TestLogToSyslog(t *testing.T) {
+// datagrams listens on a new datagram socket and returns its path and a
+// function that returns what it received so far.
+func datagrams(t *testing.T) (string, func() []string) {
+	t.Helper()
 	sock := filepath.Join(t.TempDir(), "log")
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
 	var mu sync.Mutex
 	var got []string
 	go func() {
-		buf := make([]byte, 4096)
+		buf := make([]byte, 65536)
 		for {
 			n, err := conn.Read(buf)
 			if err != nil {
@@ -128,6 +129,29 @@ func TestLogToSyslog(t *testing.T) {
 			mu.Unlock()
 		}
 	}()
+	return sock, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), got...)
+	}
+}
+
+// eventually waits up to 5s for ok to hold for what received returns.
+func eventually(t *testing.T, received func() []string, ok func([]string) bool, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if ok(received()) {
+			return
+		}
+	}
+	t.Errorf("the log got %q; want %s", received(), what)
+}
+
+// --log syslog:PATH sends lockrun's lines to a syslog socket, tagged and
+// at their priority, and leaves stderr to the command; an unreachable one
+// costs a warning, not the job.
+func TestLogToSyslog(t *testing.T) {
+	sock, received := datagrams(t)
 	e := env(t)
 	if r := run(t, e, "run", "-v", "--log", "syslog:"+sock, "k", "--", "sh", "-c", "echo out; echo err >&2"); r.Code != 0 || r.Stderr != "err\n" || r.Stdout != "out\n" {
 		t.Errorf("run with --log syslog: exit %d, stdout %q, stderr %q; want the command's own lines only", r.Code, r.Stdout, r.Stderr)
@@ -140,25 +164,34 @@ func TestLogToSyslog(t *testing.T) {
 	if r := run(t, e, "run", "--log", "syslog:"+sock, "k", "--", "true"); r.Code != 75 || r.Stderr != "" {
 		t.Errorf("busy with --log syslog: exit %d, stderr %q", r.Code, r.Stderr)
 	}
-	want := map[string]bool{"<15>": false, "<11>": false} // user.debug "lock acquired", user.err busy
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		mu.Lock()
+	eventually(t, received, func(got []string) bool {
+		var debug, busy bool // user.debug (15) about the grant, user.err (11) naming the holder
 		for _, m := range got {
-			switch {
-			case strings.HasPrefix(m, "<15>") && strings.Contains(m, "lockrun[") && strings.Contains(m, "lock acquired"):
-				want["<15>"] = true
-			case strings.HasPrefix(m, "<11>") && strings.Contains(m, "held by worker-7"):
-				want["<11>"] = true
+			debug = debug || strings.HasPrefix(m, "<15>") && strings.Contains(m, "lockrun[") && strings.Contains(m, "lock acquired")
+			busy = busy || strings.HasPrefix(m, "<11>") && strings.Contains(m, "held by worker-7")
+		}
+		return debug && busy
+	}, "a debug line about the grant and an error naming the holder")
+}
+
+// --log journald:PATH sends native journal records: the message, its
+// priority and lockrun's identifier as fields.
+func TestLogToJournald(t *testing.T) {
+	sock, received := datagrams(t)
+	e := env(t)
+	hold(t, e, "k", "worker-7", "30")
+	if r := run(t, e, "run", "-v", "--log", "journald:"+sock, "k", "--", "true"); r.Code != 75 || r.Stderr != "" {
+		t.Errorf("busy with --log journald: exit %d, stderr %q", r.Code, r.Stderr)
+	}
+	eventually(t, received, func(got []string) bool {
+		for _, m := range got {
+			if strings.Contains(m, "\nPRIORITY=3\n") && strings.Contains(m, "SYSLOG_IDENTIFIER=lockrun\n") &&
+				strings.HasPrefix(m, "MESSAGE=") && strings.Contains(m, "held by worker-7") {
+				return true
 			}
 		}
-		mu.Unlock()
-		if want["<15>"] && want["<11>"] {
-			return
-		}
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	t.Errorf("syslog got %q; want a debug line about the grant and an error naming the holder", got)
+		return false
+	}, "an error record (PRIORITY=3) from lockrun naming the holder")
 }
 
 // A waiter says whom it waits for, and with -v how long it waited.
