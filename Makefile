@@ -1,28 +1,50 @@
 # lockrun: build, test, benchmark. `make test` is what CI runs.
 GO ?= go
 
-.PHONY: build test services lint bench microbench faults clean
+.PHONY: build test services lint release-check bench microbench faults clean
 
 # The release build (goreleaser.yaml builds the same way): static, symbols
 # stripped, and without urfave/cli's man page and markdown generators, whose
 # package init every run of lockrun (and of its watchdog) would pay for.
 # `go install ./cmd/lockrun` and `go run` work without these flags.
+# The version, commit and commit date are stamped into `lockrun --version`
+# (goreleaser stamps the same three); the man page and the completions are
+# generated beside the binary from the CLI's definition, by a separate
+# program (internal/gendocs) that the binary does not contain.
 BUILD_TAGS = urfave_cli_no_docs
+APP = github.com/lockrun/lockrun/internal/app
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+DATE ?= $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null)
+LDFLAGS = -s -w -X $(APP).version=$(VERSION) -X $(APP).commit=$(COMMIT) -X $(APP).date=$(DATE)
 build:
-	CGO_ENABLED=0 $(GO) build -tags $(BUILD_TAGS) -trimpath -ldflags "-s -w" -o bin/lockrun ./cmd/lockrun
+	CGO_ENABLED=0 $(GO) build -tags $(BUILD_TAGS) -trimpath -ldflags "$(LDFLAGS)" -o bin/lockrun ./cmd/lockrun
+	$(GO) run ./internal/gendocs -out bin -version "$(VERSION)" -date "$(DATE)"
 
 # Installs and starts the servers the tests need (root on Debian), then
-# runs the linters and the whole suite under the race detector.
+# runs the linters, the whole suite under the race detector (CI set: a
+# missing server fails rather than skips), and the release check.
 test: services lint
-	$(GO) test -race -count=1 -timeout 20m ./...
+	CI=$${CI:-true} $(GO) test -race -count=1 -timeout 20m ./...
+	./.ci/release.sh
+
+# goreleaser (pinned, from the Go module proxy) checks goreleaser.yaml and
+# builds a snapshot; the .deb is installed here and its lockrun and man
+# page checked. Root on Debian.
+release-check:
+	./.ci/release.sh
 
 services:
 	./.ci/services.sh
 
+# gofmt, go vet and staticcheck (every check: staticcheck.conf), the
+# latter pinned and run from the Go module proxy.
+STATICCHECK = honnef.co/go/tools/cmd/staticcheck@v0.8.2
 lint:
 	@unformatted=$$(gofmt -l .); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
 
 # The fault harness's long run: every case on every backend for
 # FAULTS_DURATION each; prints the table of docs/reliability.md.
@@ -41,4 +63,4 @@ microbench: services
 	$(GO) test -run '^$$' -bench . -skip Report -benchmem ./...
 
 clean:
-	rm -rf bin dist
+	rm -rf bin dist build

@@ -10,6 +10,11 @@ command -v redis-server >/dev/null || need+=(redis-server)
 command -v etcd >/dev/null || need+=(etcd-server)
 command -v etcdctl >/dev/null || need+=(etcd-client)
 command -v flock >/dev/null || need+=(util-linux)
+# the release check reads the installed man page; the completion tests
+# drive bash, zsh and fish
+command -v man >/dev/null || need+=(man-db)
+command -v zsh >/dev/null || need+=(zsh)
+command -v fish >/dev/null || need+=(fish)
 [ -x /usr/lib/postgresql/15/bin/postgres ] || ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
 if [ ${#need[@]} -gt 0 ]; then
 	echo "services: installing ${need[*]}"

@@ -1,5 +1,6 @@
-// Package examples holds runnable examples of lockrun in cron, CI, systemd
-// and a fenced backfill; this test runs each one as written.
+// Package examples holds runnable examples of lockrun in cron, CI (a shell
+// step, GitHub Actions, GitLab CI), systemd and a fenced backfill; the
+// tests run each one as written.
 package examples
 
 import (

@@ -3,11 +3,6 @@ package etcd
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,7 +11,6 @@ import (
 
 	"github.com/lockrun/lockrun/internal/backendtest"
 	"github.com/lockrun/lockrun/internal/etcdtest"
-	"github.com/lockrun/lockrun/internal/lockruntest"
 )
 
 // Benchmarks against a private etcd on loopback (fsync on, as in
@@ -87,67 +81,4 @@ func handoffs(b *testing.B, c *clientv3.Client, clients []*Backend) []time.Durat
 		lat[i] = acquired[i+1].Sub(released[i])
 	}
 	return lat
-}
-
-// BenchmarkHandoffBinary measures, through the lockrun binary, the time
-// from the holder's command ending to the waiter's command starting, and
-// the same for `etcdctl lock` on the same server.
-func BenchmarkHandoffBinary(b *testing.B) {
-	srv := etcdtest.Start(b)
-	bin := lockruntest.Binary(b)
-	tools := map[string]func(key, script string) *exec.Cmd{
-		"lockrun": func(key, script string) *exec.Cmd {
-			return exec.Command(bin, "run", "-b", srv.URL(), "--wait", key, "--", "sh", "-c", script)
-		},
-		"etcdctl": func(key, script string) *exec.Cmd {
-			return exec.Command("etcdctl", "--endpoints", srv.Addr(), "lock", DefaultPrefix+key, "--", "sh", "-c", script)
-		},
-	}
-	for _, name := range []string{"lockrun", "etcdctl"} {
-		b.Run(name, func(b *testing.B) {
-			c := srv.Client(b)
-			var lat []time.Duration
-			for b.Loop() {
-				lat = append(lat, binaryHandoff(b, c, tools[name]))
-			}
-			backendtest.ReportLatencies(b, lat)
-		})
-	}
-}
-
-// binaryHandoff runs a holder whose command ends 300ms in and a waiter
-// queued behind it; it returns holder's end → waiter's start.
-func binaryHandoff(b *testing.B, c *clientv3.Client, tool func(key, script string) *exec.Cmd) time.Duration {
-	dir, key := b.TempDir(), backendtest.Key(nil)
-	end, start := filepath.Join(dir, "end"), filepath.Join(dir, "start")
-	holder := tool(key, "sleep 0.3; date +%s%N > "+end)
-	waiter := tool(key, "date +%s%N > "+start)
-	if err := holder.Start(); err != nil {
-		b.Fatal(err)
-	}
-	waitQueued(b, c, key, 1)
-	if err := waiter.Start(); err != nil {
-		b.Fatal(err)
-	}
-	waitQueued(b, c, key, 2)
-	if err := holder.Wait(); err != nil {
-		b.Fatal(err)
-	}
-	if err := waiter.Wait(); err != nil {
-		b.Fatal(err)
-	}
-	return nanos(b, start).Sub(nanos(b, end))
-}
-
-// nanos reads a time written by date +%s%N.
-func nanos(b *testing.B, path string) time.Time {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return time.Unix(0, n)
 }

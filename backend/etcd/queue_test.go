@@ -18,28 +18,16 @@ func opts(holder string, wait bool) backend.AcquireOptions {
 	return backend.AcquireOptions{TTL: time.Second, Holder: holder, RunID: "run-" + holder, Wait: wait}
 }
 
-// entries lists the etcd keys queued for key, oldest first.
+// entries are key's queue, holder first.
 func entries(t testing.TB, c *clientv3.Client, key string) []string {
 	t.Helper()
-	resp, err := c.Get(t.Context(), DefaultPrefix+key+"/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, kv := range resp.Kvs {
-		names = append(names, string(kv.Key))
-	}
-	return names
+	return etcdtest.Entries(t, c, DefaultPrefix+key+"/")
 }
 
 // waitQueued waits until key's queue has n entries.
 func waitQueued(t testing.TB, c *clientv3.Client, key string, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); len(entries(t, c, key)) != n; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("queue of %s has %v, want %d entries", key, entries(t, c, key), n)
-		}
-	}
+	etcdtest.WaitQueued(t, c, DefaultPrefix+key+"/", n)
 }
 
 func TestTokenIsTheEntrysCreateRevision(t *testing.T) {

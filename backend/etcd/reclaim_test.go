@@ -45,7 +45,7 @@ func TestRetryWithTheSameRunIDTakesOverItsEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Release(t.Context())
-	if early := l.Start().Add(l.TTL() * 99 / 100).Sub(time.Now()); early > 0 {
+	if early := time.Until(l.Start().Add(l.TTL() * 99 / 100)); early > 0 {
 		t.Errorf("another run got the lock %v before the retry's deadline", early)
 	}
 }

@@ -3,8 +3,6 @@ package redis
 import (
 	"context"
 	"fmt"
-	"os/exec"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,7 +11,6 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/lockrun/lockrun/internal/backendtest"
-	"github.com/lockrun/lockrun/internal/lockruntest"
 	"github.com/lockrun/lockrun/internal/redistest"
 )
 
@@ -103,41 +100,4 @@ func (h *handOffs) run(ctx context.Context, done context.CancelFunc, be *Backend
 // scripts and subscriptions.
 func serverRoundTrips(b testing.TB, c *goredis.Client) int {
 	return commandCalls(b, c, "evalsha", "eval", "subscribe")
-}
-
-// BenchmarkHandOffBinary measures, through the real binary, the time from
-// the holder's command exiting to the next waiter's command starting, with
-// a few lockruns queued in --wait. Both ends are `date` runs, so each
-// hand-off also includes about a fork and exec.
-func BenchmarkHandOffBinary(b *testing.B) {
-	const queued = 4
-	srv := redistest.Start(b)
-	bin := lockruntest.Binary(b)
-	child := "date +%s%N; sleep 0.05; exec date +%s%N" // hold long enough for the next lockrun to queue
-	var runs [][2]int64
-	var mu sync.Mutex
-	slots := make(chan struct{}, queued)
-	var wg sync.WaitGroup
-	for range b.N + 1 {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			out, err := exec.Command(bin, "run", "-b", srv.URL(), "--wait", "k", "--", "sh", "-c", child).Output()
-			var start, end int64
-			if _, serr := fmt.Sscan(string(out), &start, &end); err != nil || serr != nil {
-				b.Errorf("lockrun: %v, output %q", err, out)
-				return
-			}
-			mu.Lock()
-			runs = append(runs, [2]int64{start, end})
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	slices.SortFunc(runs, func(x, y [2]int64) int { return int(x[0] - y[0]) })
-	var took []time.Duration
-	for i := 1; i < len(runs); i++ {
-		took = append(took, time.Duration(runs[i][0]-runs[i-1][1]))
-	}
-	backendtest.ReportLatencies(b, took)
 }

@@ -61,7 +61,7 @@ func parseURL(u *url.URL) (*goredis.Options, string, error) {
 		return nil, "", fmt.Errorf("scheme %q is not redis or rediss", u.Scheme)
 	}
 	if u.Opaque != "" {
-		return nil, "", fmt.Errorf("use %s://host:port/db, not %s:...", u.Scheme, u.Scheme) // the rest may hold a password
+		return nil, "", fmt.Errorf("use %s://host:port/db, not an opaque %s: URL", u.Scheme, u.Scheme) // the rest may hold a password
 	}
 	q := u.Query()
 	if err := urlopt.Known(q, "prefix", "dial_timeout", "read_timeout", "ca_file", "cert_file", "key_file"); err != nil {
@@ -135,7 +135,7 @@ func keyPrefix(q url.Values) (string, error) {
 	}
 	p := q.Get("prefix")
 	if strings.ContainsAny(p, "{} \t\r\n") || len(p) > 100 {
-		return "", fmt.Errorf("prefix=%q: use at most 100 characters without braces or blanks, e.g. prefix=myapp:locks:", p)
+		return "", fmt.Errorf("prefix=%q: use at most 100 characters without braces or blanks (e.g. prefix=myapp:locks:)", p)
 	}
 	return p, nil
 }

@@ -10,16 +10,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime/debug"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/lockrun/lockrun/backend"
 	"github.com/lockrun/lockrun/internal/runner"
 )
-
-// version is set at release time with -ldflags "-X github.com/lockrun/lockrun/internal/app.version=v1.2.3".
-var version = ""
 
 func init() {
 	// -v is --verbose on every command; the version is -V, as in many
@@ -101,16 +97,6 @@ func (st *state) report(err error) {
 		attrs = append(attrs, "holder", h, "token", held.Status.Token.String())
 	}
 	st.log.Error(err.Error(), attrs...)
-}
-
-func buildVersion() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
 }
 
 // logFrom returns the command's logger as its flags say (--log,

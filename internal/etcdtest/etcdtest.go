@@ -110,9 +110,8 @@ func startMembers(t testing.TB, c *Certs, ports []int) ([]*Server, error) {
 
 func newServer(t testing.TB, name string, c *Certs, ports []int) *Server {
 	t.Helper()
-	if _, err := os.Stat(Binary); err != nil {
-		t.Fatalf("etcd server not installed (%v): run .ci/services.sh (apt-get install etcd-server)", err)
-	}
+	_, err := os.Stat(Binary)
+	backendtest.NeedServer(t, "etcd", err)
 	s := &Server{t: t, dir: t.TempDir(), name: name, client: ports[0], peer: ports[1], certs: c}
 	t.Cleanup(s.Stop)
 	return s

@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/internal/backendtest"
 )
 
 // EnvDSN names the variable that points the tests at a shared server.
@@ -32,10 +35,11 @@ func Shared() string {
 
 // Isolated returns base with lockrun_table naming a table in a new schema
 // of base's server, so that the test sees no other test's locks. The
-// schema is dropped when the test ends. It fails the test when the server
-// cannot be reached: a missing server is a failure, never a skip.
+// schema is dropped when the test ends. A server that cannot be reached
+// skips the test, or fails it when CI is set (backendtest.NeedServer).
 func Isolated(t testing.TB, base string) string {
 	t.Helper()
+	backendtest.NeedServer(t, "PostgreSQL at "+backend.Redact(base)+" (or set "+EnvDSN+")", ping(base))
 	schema := "lockrun_test_" + strings.ToLower(rand.Text()[:12])
 	Exec(t, base, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize())
 	t.Cleanup(func() { Exec(t, base, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE") })
@@ -81,4 +85,15 @@ func Exec(t testing.TB, dsn, sql string) {
 	if _, err := c.Exec(ctx, sql); err != nil {
 		t.Fatalf("pgtest: %s: %v", sql, err)
 	}
+}
+
+// ping connects to the server at dsn once.
+func ping(dsn string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	return c.Close(ctx)
 }

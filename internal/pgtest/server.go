@@ -41,9 +41,7 @@ func Start(t testing.TB) *Server { return StartWith(t) }
 func StartWith(t testing.TB, settings ...string) *Server {
 	t.Helper()
 	bin, err := binDir()
-	if err != nil {
-		t.Fatal(err)
-	}
+	backendtest.NeedServer(t, "PostgreSQL", err)
 	s := &Server{t: t, bin: bin, set: settings}
 	if s.dir, err = os.MkdirTemp("", "pgtest-"); err != nil {
 		t.Fatal(err)
@@ -169,9 +167,7 @@ func (s *Server) signal(sig syscall.Signal) {
 func postgresUser(t testing.TB, data string) *syscall.Credential {
 	t.Helper()
 	u, err := user.Lookup("postgres")
-	if err != nil {
-		t.Fatalf("pgtest: running as root needs a postgres user (apt-get install postgresql): %v", err)
-	}
+	backendtest.NeedServer(t, "PostgreSQL's postgres user (running as root)", err)
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
 	if err := os.Chown(data, uid, gid); err != nil {

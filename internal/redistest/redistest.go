@@ -37,9 +37,8 @@ type Server struct {
 // "secret") on a free loopback port.
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Fatalf("redis-server is not installed (run .ci/services.sh, or apt-get install redis-server): %v", err)
-	}
+	_, err := exec.LookPath("redis-server")
+	backendtest.NeedServer(t, "redis-server", err)
 	s := &Server{t: t, dir: t.TempDir(), extra: extra}
 	backendtest.OnFreePorts(t, 1, func(ports []int) error {
 		s.port = ports[0]

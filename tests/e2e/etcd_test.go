@@ -1,4 +1,4 @@
-package etcd
+package e2e_test
 
 import (
 	"bufio"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockrun/lockrun/backend/etcd"
 	"github.com/lockrun/lockrun/internal/backendtest"
 	"github.com/lockrun/lockrun/internal/etcdtest"
 	"github.com/lockrun/lockrun/internal/lockruntest"
@@ -18,7 +19,10 @@ import (
 
 // These tests run the lockrun binary against a real etcd.
 
-func TestBinaryExits69AtOnceWhenEtcdIsDown(t *testing.T) {
+// etcdQueue is the prefix of key's queue: the entries of its holder and waiters.
+func etcdQueue(key string) string { return etcd.DefaultPrefix + key + "/" }
+
+func TestEtcdDownExits69AtOnce(t *testing.T) {
 	srv := etcdtest.Start(t)
 	srv.Stop()
 	lockruntest.Binary(t) // built before the clock starts
@@ -67,6 +71,18 @@ func holdWith(t *testing.T, url string, args ...string) (*exec.Cmd, int, uint64,
 // reading the line.
 const pipeSlack = 20 * time.Millisecond
 
+// latest is the newest of sent and the renewal times waiting in renewed.
+func latest(sent time.Time, renewed <-chan time.Time) time.Time {
+	for {
+		select {
+		case s := <-renewed:
+			sent = s
+		default:
+			return sent
+		}
+	}
+}
+
 // tookOf reads took=DURATION from a log line (rounded to the millisecond).
 func tookOf(line string) time.Duration {
 	_, rest, _ := strings.Cut(line, "took=")
@@ -81,13 +97,14 @@ func cutAndMeasure(t *testing.T, url string, cut func()) uint64 {
 	t.Helper()
 	const ttl = 2 * time.Second
 	cmd, pid, tok, renewed := holdWith(t, url, "--ttl", ttl.String(), "--heartbeat", "500ms")
-	sent := <-renewed
+	sent := latest(<-renewed, renewed) // on a loaded machine, renewals queue up before the test reads them
 	cut()
 	cutAt := time.Now()
 	for lockruntest.Alive(pid) && time.Since(cutAt) < 2*ttl {
 		time.Sleep(time.Millisecond)
 	}
 	dead := time.Now()
+	sent = latest(sent, renewed) // one sent just before the cut may have succeeded
 	expiry := sent.Add(ttl)
 	if !dead.Before(expiry) {
 		t.Errorf("child dead %v after the last renewal was sent: not before the lease could expire (%v)", dead.Sub(sent), ttl)
@@ -100,7 +117,7 @@ func cutAndMeasure(t *testing.T, url string, cut func()) uint64 {
 	return tok
 }
 
-func TestBinaryFrozenEtcdKillsTheChildBeforeExpiry(t *testing.T) {
+func TestEtcdFrozenKillsTheChildBeforeExpiry(t *testing.T) {
 	srv := etcdtest.Start(t)
 	tok := cutAndMeasure(t, srv.URL(), srv.Freeze)
 	srv.Thaw()
@@ -110,7 +127,7 @@ func TestBinaryFrozenEtcdKillsTheChildBeforeExpiry(t *testing.T) {
 	}
 }
 
-func TestBinaryPartitionKillsTheChildBeforeExpiry(t *testing.T) {
+func TestEtcdPartitionKillsTheChildBeforeExpiry(t *testing.T) {
 	srv := etcdtest.Start(t)
 	proxy := netproxy.Start(t, srv.Addr())
 	cutAndMeasure(t, "etcd://"+proxy.Addr(), func() { proxy.Hold(netproxy.Both) })
@@ -120,7 +137,7 @@ func TestBinaryPartitionKillsTheChildBeforeExpiry(t *testing.T) {
 // for a leader), and no read: the command of a lockrun connected to it
 // dies before the lease could expire, and once the majority is back the
 // next holder gets a higher token.
-func TestBinaryMemberWithoutALeaderKillsTheChildBeforeExpiry(t *testing.T) {
+func TestEtcdMemberWithoutALeaderKillsTheChildBeforeExpiry(t *testing.T) {
 	m := etcdtest.StartCluster(t, 3)
 	tok := cutAndMeasure(t, m[2].URL(), func() { m[0].Freeze(); m[1].Freeze() })
 	m[0].Thaw()
@@ -133,7 +150,7 @@ func TestBinaryMemberWithoutALeaderKillsTheChildBeforeExpiry(t *testing.T) {
 	}
 }
 
-func TestBinaryWaitersLeaveNoEntry(t *testing.T) {
+func TestEtcdWaitersLeaveNoEntry(t *testing.T) {
 	srv := etcdtest.Start(t)
 	c, key := srv.Client(t), backendtest.Key(t)
 	ready := filepath.Join(t.TempDir(), "ready")
@@ -141,16 +158,16 @@ func TestBinaryWaitersLeaveNoEntry(t *testing.T) {
 	lockruntest.WaitLine(t, ready)
 
 	waiter := lockruntest.Start(t, nil, "run", "-b", srv.URL(), "--ttl", "1s", "--wait", key, "--", "true")
-	waitQueued(t, c, key, 2)
+	etcdtest.WaitQueued(t, c, etcdQueue(key), 2)
 	killed := time.Now()
 	waiter.Process.Signal(syscall.SIGKILL)
-	waitQueued(t, c, key, 1) // within 5s; the lease is 1s, checked every 0.5s by etcd
+	etcdtest.WaitQueued(t, c, etcdQueue(key), 1) // within 5s; the lease is 1s, checked every 0.5s by etcd
 	if d := time.Since(killed); d > 2*time.Second {
 		t.Errorf("killed waiter's entry lasted %v with a 1s lease", d)
 	}
 
 	r := lockruntest.Run(t, nil, "run", "-b", srv.URL(), "--timeout", "300ms", key, "--", "true")
-	if n := entries(t, c, key); r.Code != 75 || len(n) != 1 {
+	if n := etcdtest.Entries(t, c, etcdQueue(key)); r.Code != 75 || len(n) != 1 {
 		t.Errorf("waiter that timed out: exit %d, queue %v; want 75 and the holder's entry alone at once", r.Code, n)
 	}
 }
@@ -162,16 +179,66 @@ func TestEtcdctlLockOutlivesItsLease(t *testing.T) {
 	srv := etcdtest.Start(t)
 	proxy := netproxy.Start(t, srv.Addr())
 	c, key, pidFile := srv.Client(t), backendtest.Key(t), filepath.Join(t.TempDir(), "pid")
-	cmd := exec.Command("etcdctl", "--endpoints", proxy.Addr(), "lock", "--ttl", "1", DefaultPrefix+key, "--", "sh", "-c", "echo $$ > "+pidFile+"; exec sleep 30")
+	cmd := exec.Command("etcdctl", "--endpoints", proxy.Addr(), "lock", "--ttl", "1", etcd.DefaultPrefix+key, "--", "sh", "-c", "echo $$ > "+pidFile+"; exec sleep 30")
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("etcdctl: %v (run .ci/services.sh)", err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	pid, _ := strconv.Atoi(lockruntest.WaitLine(t, pidFile))
 	proxy.Hold(netproxy.Both)
-	waitQueued(t, c, key, 0) // the lease expired on the server
+	etcdtest.WaitQueued(t, c, etcdQueue(key), 0) // the lease expired on the server
 	if !lockruntest.Alive(pid) {
 		t.Fatal("etcdctl lock's command died with its lease; this test documents that it does not")
 	}
 	syscall.Kill(pid, syscall.SIGKILL)
+}
+
+// lockrun's etcd keys are those of etcd's concurrency.Mutex under the URL's
+// prefix, so `lockrun run K` and `etcdctl lock /lockrun/K` exclude each
+// other, both ways; `etcdctl lock K` names another lock and excludes
+// neither (docs/backends/etcd.md says so).
+func TestEtcdctlLockExcludesOnlyTheWholeKey(t *testing.T) {
+	srv := etcdtest.Start(t)
+	etcdctl := func(name string, args ...string) *exec.Cmd {
+		return exec.Command("etcdctl", append([]string{"--endpoints", srv.Addr(), "lock", name, "--"}, args...)...)
+	}
+	ready := filepath.Join(t.TempDir(), "ready")
+	holder := lockruntest.Start(t, nil, "run", "-b", srv.URL(), "K", "--", "sh", "-c", "echo > "+ready+"; sleep 2")
+	lockruntest.WaitLine(t, ready)
+	if out, err := etcdctl("K", "true").CombinedOutput(); err != nil {
+		t.Errorf("etcdctl lock K beside lockrun run K: %v %s; want it granted at once", err, out)
+	}
+	whole := etcdctl(etcd.DefaultPrefix+"K", "true")
+	if err := whole.Start(); err != nil {
+		t.Fatalf("etcdctl: %v (run .ci/services.sh)", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- whole.Wait() }()
+	select {
+	case err := <-exited:
+		t.Errorf("etcdctl lock /lockrun/K ran while lockrun held K (%v)", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	lockruntest.ExitCode(t, holder)
+	if err := <-exited; err != nil {
+		t.Errorf("etcdctl lock /lockrun/K after lockrun's release: %v", err)
+	}
+
+	for _, c := range []struct {
+		name string
+		want int
+	}{{"K", 0}, {etcd.DefaultPrefix + "K", 75}} {
+		name, want := c.name, c.want
+		pidFile := filepath.Join(t.TempDir(), "pid")
+		other := etcdctl(name, "sh", "-c", "echo $$ > "+pidFile+"; exec sleep 30")
+		if err := other.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pid, _ := strconv.Atoi(lockruntest.WaitLine(t, pidFile))
+		if r := lockruntest.Run(t, nil, "run", "-b", srv.URL(), "K", "--", "true"); r.Code != want {
+			t.Errorf("lockrun run K while etcdctl lock %s holds: exit %d (%s), want %d", name, r.Code, r.Stderr, want)
+		}
+		syscall.Kill(pid, syscall.SIGKILL) // etcdctl unlocks once its command is gone
+		other.Wait()
+	}
 }

@@ -1,7 +1,8 @@
-package redis
+package e2e_test
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockrun/lockrun/backend/redis"
 	"github.com/lockrun/lockrun/internal/backendtest"
 	"github.com/lockrun/lockrun/internal/lockruntest"
 	"github.com/lockrun/lockrun/internal/netproxy"
@@ -17,13 +19,14 @@ import (
 
 // These tests run the real lockrun binary against a private redis-server.
 
-func binaryEnv(url string) []string { return append(os.Environ(), "LOCKRUN_BACKEND="+url) }
+// withBackend is the test's environment with LOCKRUN_BACKEND set to url.
+func withBackend(url string) []string { return append(os.Environ(), "LOCKRUN_BACKEND="+url) }
 
-func TestBinaryServerDownExits69WithOneLine(t *testing.T) {
+func TestRedisDownExits69WithOneLine(t *testing.T) {
 	url := fmt.Sprintf("redis://app:hunter2@127.0.0.1:%d/0", backendtest.FreePort(t))
 	lockruntest.Binary(t) // built before the clock starts
 	begin := time.Now()
-	r := lockruntest.Run(t, binaryEnv(url), "run", "k", "--", "true")
+	r := lockruntest.Run(t, withBackend(url), "run", "k", "--", "true")
 	took := time.Since(begin)
 	if r.Code != 69 || strings.Count(r.Stderr, "\n") != 1 || strings.Contains(r.Stderr, "hunter2") || took > 3*time.Second {
 		t.Errorf("server down: exit %d after %v, stderr %q; want 69 within 3s and one line without the password", r.Code, took, r.Stderr)
@@ -33,7 +36,7 @@ func TestBinaryServerDownExits69WithOneLine(t *testing.T) {
 // When the server stops answering while the command runs, the command is
 // dead before the server could expire the lease and grant the lock to
 // someone else; lockrun exits 76 and the next holder's token is higher.
-func TestBinaryKillsTheCommandBeforeTheLeaseCanExpire(t *testing.T) {
+func TestRedisFaultKillsTheCommandBeforeTheLeaseCanExpire(t *testing.T) {
 	faults := []struct {
 		name        string
 		apply, heal func(*redistest.Server, *netproxy.Proxy)
@@ -46,7 +49,7 @@ func TestBinaryKillsTheCommandBeforeTheLeaseCanExpire(t *testing.T) {
 		t.Run(f.name, func(t *testing.T) {
 			srv := redistest.Start(t)
 			proxy := netproxy.Start(t, srv.Addr())
-			env := binaryEnv("redis://" + proxy.Addr() + "/0")
+			env := withBackend("redis://" + proxy.Addr() + "/0")
 			out := filepath.Join(t.TempDir(), "child")
 			cmd := lockruntest.Start(t, env, "run", "--ttl", "2s", "k", "--", "sh", "-c", "echo $LOCKRUN_FENCING_TOKEN $$ > "+out+"; exec sleep 60")
 			var token uint64
@@ -77,22 +80,30 @@ func TestBinaryKillsTheCommandBeforeTheLeaseCanExpire(t *testing.T) {
 
 // expiryAfterARenewal waits until the holder has just renewed key and
 // returns the earliest time the server could expire it, with the next
-// renewal far enough off that a fault applied now precedes it.
+// renewal far enough off that a fault applied now precedes it. It reads
+// the lease's time left as lockrun status does (the backend's Inspect).
 func expiryAfterARenewal(t *testing.T, srv *redistest.Server, key string) time.Time {
 	t.Helper()
-	c := direct(t, srv)
-	lock := (&Backend{prefix: DefaultPrefix}).names(key).lock
+	u, err := url.Parse(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := redis.OpenURL(t.Context(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
 	last := time.Duration(1<<63 - 1)
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 		before := time.Now() // the server reads its clock after this
-		pttl, err := c.PTTL(t.Context(), lock).Result()
-		if err != nil || pttl < 0 {
-			t.Fatalf("PTTL of the held lock: %v, %v", pttl, err)
+		st, err := b.Inspect(t.Context(), key)
+		if err != nil || !st.Held || st.TTL <= 0 {
+			t.Fatalf("Inspect of the held lock: %+v, %v", st, err)
 		}
-		if pttl > last {
-			return before.Add(pttl)
+		if st.TTL > last {
+			return before.Add(st.TTL)
 		}
-		last = pttl
+		last = st.TTL
 		time.Sleep(time.Millisecond)
 	}
 	t.Fatal("the holder did not renew within 10s")
@@ -101,9 +112,9 @@ func expiryAfterARenewal(t *testing.T, srv *redistest.Server, key string) time.T
 
 // status and release work on Redis: the revoked holder stops its command
 // and exits 76 within its TTL, and a --wait run queued behind it goes next.
-func TestBinaryStatusReleaseAndWait(t *testing.T) {
+func TestRedisStatusReleaseAndWait(t *testing.T) {
 	srv := redistest.Start(t)
-	env := binaryEnv(srv.URL())
+	env := withBackend(srv.URL())
 	ready := filepath.Join(t.TempDir(), "ready")
 	holder := lockruntest.Start(t, env, "run", "--ttl", "2s", "--holder", "worker-7", "k", "--", "sh", "-c", "echo > "+ready+"; exec sleep 60")
 	lockruntest.WaitLine(t, ready)

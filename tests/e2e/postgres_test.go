@@ -1,11 +1,8 @@
-package postgres_test
+package e2e_test
 
 import (
 	"net/url"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,10 +18,8 @@ import (
 
 // These tests run the real lockrun binary against PostgreSQL.
 
-func env(backend string) []string { return append(os.Environ(), "LOCKRUN_BACKEND="+backend) }
-
-func TestBinaryDownAtStartExits69Fast(t *testing.T) {
-	e := env("postgres://postgres:hunter2@127.0.0.1:1/postgres")
+func TestPostgresDownAtStartExits69Fast(t *testing.T) {
+	e := withBackend("postgres://postgres:hunter2@127.0.0.1:1/postgres")
 	lockruntest.Binary(t) // built before the clock starts
 	for _, quiet := range []bool{false, true} {
 		args := []string{"run", "k", "--", "true"}
@@ -42,17 +37,17 @@ func TestBinaryDownAtStartExits69Fast(t *testing.T) {
 	}
 }
 
-func TestBinaryInitThenRunWithoutDDL(t *testing.T) {
+func TestPostgresInitThenRunWithoutDDL(t *testing.T) {
 	noDDL := pgtest.WithParam(t, pgtest.Isolated(t, pgtest.Shared()), postgres.ParamCreateTable, "false")
-	if r := lockruntest.Run(t, env(noDDL), "run", "k", "--", "true"); r.Code != 78 || !strings.Contains(r.Stderr, "lockrun init") {
+	if r := lockruntest.Run(t, withBackend(noDDL), "run", "k", "--", "true"); r.Code != 78 || !strings.Contains(r.Stderr, "lockrun init") {
 		t.Errorf("run before init: exit %d, %q; want 78 (EX_CONFIG) naming lockrun init", r.Code, r.Stderr)
 	}
 	for range 2 {
-		if r := lockruntest.Run(t, env(noDDL), "init"); r.Code != 0 || !strings.Contains(r.Stdout, "ready") {
+		if r := lockruntest.Run(t, withBackend(noDDL), "init"); r.Code != 0 || !strings.Contains(r.Stdout, "ready") {
 			t.Fatalf("init: exit %d, %q %q", r.Code, r.Stdout, r.Stderr)
 		}
 	}
-	if r := lockruntest.Run(t, env(noDDL), "run", "k", "--", "true"); r.Code != 0 {
+	if r := lockruntest.Run(t, withBackend(noDDL), "run", "k", "--", "true"); r.Code != 0 {
 		t.Errorf("run after init: exit %d, %q", r.Code, r.Stderr)
 	}
 }
@@ -60,12 +55,12 @@ func TestBinaryInitThenRunWithoutDDL(t *testing.T) {
 // A link that stops forwarding while the command runs: lockrun must kill
 // the command before the server's lease can expire, and exit 76; the next
 // holder's token is higher.
-func TestBinaryHeldLinkKillsTheCommandBeforeTheLeaseExpires(t *testing.T) {
+func TestPostgresHeldLinkKillsTheCommandBeforeTheLeaseExpires(t *testing.T) {
 	direct := pgtest.Isolated(t, pgtest.Shared())
 	proxy := netproxy.Start(t, "127.0.0.1:5432")
 	dir := t.TempDir()
 	pidFile, tokFile := filepath.Join(dir, "pid"), filepath.Join(dir, "token")
-	cmd := lockruntest.Start(t, env(pgtest.WithHost(t, direct, proxy.Addr())), "run", "--ttl", "3s", "k", "--",
+	cmd := lockruntest.Start(t, withBackend(pgtest.WithHost(t, direct, proxy.Addr())), "run", "--ttl", "3s", "k", "--",
 		"sh", "-c", "echo $LOCKRUN_FENCING_TOKEN > "+tokFile+"; echo $$ > "+pidFile+"; exec sleep 60")
 	pid, _ := strconv.Atoi(lockruntest.WaitLine(t, pidFile))
 	first, _ := strconv.ParseUint(lockruntest.WaitLine(t, tokFile), 10, 64)
@@ -87,7 +82,7 @@ func TestBinaryHeldLinkKillsTheCommandBeforeTheLeaseExpires(t *testing.T) {
 		t.Errorf("lockrun exit %d, want 76", code)
 	}
 	proxy.Heal()
-	r := lockruntest.Run(t, env(direct), "run", "k", "--", "sh", "-c", "echo $LOCKRUN_FENCING_TOKEN")
+	r := lockruntest.Run(t, withBackend(direct), "run", "k", "--", "sh", "-c", "echo $LOCKRUN_FENCING_TOKEN")
 	if next, _ := strconv.ParseUint(strings.TrimSpace(r.Stdout), 10, 64); r.Code != 0 || next <= first {
 		t.Errorf("next holder: exit %d, token %q after %d", r.Code, r.Stdout, first)
 	}
@@ -116,38 +111,4 @@ func serverExpiry(t *testing.T, raw, key string) time.Time {
 		t.Fatal(err)
 	}
 	return at
-}
-
-// BenchmarkBinaryHandoff measures, through the real binary, the time from
-// the holder's command ending to the waiting lockrun's command starting.
-// Each hand-off takes about 0.3 s of set-up; run it with -benchtime=20x.
-func BenchmarkBinaryHandoff(b *testing.B) {
-	e := env(pgtest.Isolated(b, pgtest.Shared()))
-	dir := b.TempDir()
-	ready, end, start := filepath.Join(dir, "ready"), filepath.Join(dir, "end"), filepath.Join(dir, "start")
-	var lat []time.Duration
-	for b.Loop() {
-		for _, f := range []string{ready, end, start} {
-			os.Remove(f)
-		}
-		holder := lockruntest.Start(b, e, "run", "k", "--", "sh", "-c", "echo > "+ready+"; sleep 0.3; date +%s%N > "+end)
-		lockruntest.WaitLine(b, ready)
-		out, err := os.Create(start)
-		if err != nil {
-			b.Fatal(err)
-		}
-		waiter := exec.Command(lockruntest.Binary(b), "run", "--wait", "k", "--", "date", "+%s%N")
-		waiter.Env, waiter.Stdout, waiter.Stderr = e, out, os.Stderr
-		if err := waiter.Run(); err != nil {
-			b.Fatalf("waiter: %v", err)
-		}
-		out.Close()
-		lockruntest.ExitCode(b, holder)
-		ended, _ := strconv.ParseInt(lockruntest.WaitLine(b, end), 10, 64)
-		started, _ := strconv.ParseInt(lockruntest.WaitLine(b, start), 10, 64)
-		lat = append(lat, time.Duration(started-ended))
-	}
-	slices.Sort(lat)
-	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-	b.ReportMetric(float64(lat[len(lat)-1].Microseconds()), "max-µs")
 }
