@@ -128,12 +128,13 @@ type HeldError struct {
 	Status Status
 }
 
-// Error names the key and, when known, its holder, token and time left.
+// Error names the key and, when known, its holder (escaped: the store's
+// text may come from anyone), token and time left.
 func (e *HeldError) Error() string {
 	s := e.Status
 	msg := fmt.Sprintf("lock %q is held", s.Key)
 	if s.Holder != "" {
-		msg += " by " + s.Holder
+		msg += " by " + Escape(s.Holder)
 	}
 	if s.Token != 0 {
 		msg += " (token " + s.Token.String()

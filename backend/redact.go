@@ -5,6 +5,15 @@ import (
 	"strings"
 )
 
+// MisplacedUserinfo reports a URL whose user information Go did not see as
+// such: an '@' after the authority, in the path or the fragment, means that
+// a password held a '/' or '#' that was not percent-encoded. Backends refuse
+// such URLs (the password would become a host, a database or a prefix, and
+// reach error messages); Redact hides them.
+func MisplacedUserinfo(u *url.URL) bool {
+	return u.User == nil && u.Scheme != "" && u.Scheme != "file" && u.Opaque == "" && strings.Contains(u.Path+u.Fragment, "@")
+}
+
 // secretParams are query parameter names that may carry a credential: libpq's
 // password and sslpassword, and common spellings that no backend of ours
 // reads but a user may still write into a URL.
@@ -24,6 +33,11 @@ func Redact(raw string) string {
 		return "(not a URL)"
 	case u.Opaque != "":
 		return u.Scheme + ":(redacted)"
+	case u.User == nil && u.Scheme != "file" && strings.Contains(u.Path+u.RawQuery+u.Fragment, "@"):
+		// A password with a '/', '?' or '#' in it, not percent-encoded,
+		// ends the authority early: "redis://:2024/Summer@host" is host
+		// ":2024" and path "/Summer@host". Hide all up to the last '@'.
+		return u.Scheme + "://xxxxx@" + raw[strings.LastIndexByte(raw, '@')+1:]
 	}
 	if q := u.Query(); len(q) > 0 {
 		changed := false

@@ -1,14 +1,18 @@
 // Package file is lockrun's embedded backend: one lock file per key in a
 // local directory, locked with flock(2). The kernel drops the lock when its
-// holder dies, so the lease lasts exactly as long as the holding process;
-// the TTL only bounds how long a revoked holder may take to notice. The
-// fencing token is a counter kept in the lock file, fsynced under the lock.
+// holder dies, so the lease lasts exactly as long as the holding process; a
+// holder hears at once (inotify, see Done) when it is revoked or its file
+// removed, and the TTL only bounds how long that takes when the kernel
+// cannot watch. The fencing token is a counter kept in the lock file,
+// fsynced under the lock. Who may take, release or revoke a lock is who may
+// write its file; directories are verified before use (see Open).
 package file
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -20,21 +24,42 @@ import (
 // Backend keeps locks in one directory. Every process that should exclude
 // the others must use the same directory.
 type Backend struct {
-	dir string
+	dir      string
+	fileMode uint32 // of new lock files: 0660 in a directory shared with a group, else 0600
+	open     bool   // anyone may create files in dir (world-writable, sticky)
 }
 
-// Open uses dir for lock files, creating it (mode 0755) when missing.
+// Open uses dir for lock files, creating it (0700, and 0755 for missing
+// directories above it) when missing. Before use it is verified as a
+// systemd runtime directory would be: no one but root and this user can
+// rename, replace or redirect it or anything above it, and when others may
+// write to it, it is a directory shared on purpose: setgid when a group may
+// write (its lock files then belong to the group), sticky when all may.
+// Otherwise the error wraps backend.ErrPermission.
 func Open(dir string) (*Backend, error) {
 	if !filepath.IsAbs(dir) {
 		return nil, fmt.Errorf("%w: lock directory %q must be an absolute path", backend.ErrInvalidURL, dir)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("%w: lock directory: %w", backend.ErrUnavailable, err)
+	d, err := verifyDir(dir, true)
+	if err != nil {
+		return nil, err
 	}
-	return &Backend{dir: dir}, nil
+	if err := sharedOK(d); err != nil {
+		return nil, err
+	}
+	return newBackend(d), nil
 }
 
-// Dir is the directory that holds the lock files.
+func newBackend(d dirInfo) *Backend {
+	b := &Backend{dir: d.path, fileMode: 0o600, open: d.st.Mode&syscall.S_IWOTH != 0}
+	if d.st.Mode&syscall.S_IWGRP != 0 && d.st.Mode&syscall.S_ISGID != 0 {
+		b.fileMode = 0o660 // the directory's group shares its locks
+	}
+	return b
+}
+
+// Dir is the directory that holds the lock files: the real path, with any
+// symbolic link on the way resolved.
 func (b *Backend) Dir() string { return b.dir }
 
 // Close does nothing: the backend holds no resource of its own.
@@ -43,6 +68,7 @@ func (b *Backend) Close() error { return nil }
 func (b *Backend) path(key string) string { return filepath.Join(b.dir, key+".lock") }
 
 // Acquire takes the flock on the key's file, then issues the next token.
+// A key still within its last holder's min-hold is held, flock or not.
 func (b *Backend) Acquire(ctx context.Context, key string, o backend.AcquireOptions) (backend.Lease, error) {
 	if err := backend.ValidateRequest(key, o); err != nil {
 		return nil, err
@@ -62,12 +88,26 @@ func (b *Backend) Acquire(ctx context.Context, key string, o backend.AcquireOpti
 			}
 			continue
 		}
-		l, err := b.grant(key, f, o, start)
-		if err != nil {
-			f.Close() // drops the flock
+		l, hold, err := b.grant(key, f, o, start)
+		if l != nil || err != nil {
+			return l, err
+		}
+		if err := waitHold(ctx, hold); err != nil {
 			return nil, err
 		}
-		return l, nil
+	}
+}
+
+// waitHold sleeps through a min-hold that keeps the key taken, a second at
+// a time, so that a release of the key is seen within a second.
+func waitHold(ctx context.Context, hold time.Duration) error {
+	t := time.NewTimer(min(hold, time.Second))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
 	}
 }
 
@@ -75,7 +115,7 @@ func (b *Backend) Acquire(ctx context.Context, key string, o backend.AcquireOpti
 // waiting if wait says so. start is the local time just before the flock
 // that succeeded.
 func (b *Backend) lock(ctx context.Context, key string, wait bool) (f *os.File, start time.Time, err error) {
-	f, err = openLock(b.path(key), false, true)
+	f, err = b.openLock(key, false, true)
 	if err != nil {
 		return nil, start, err
 	}
@@ -104,7 +144,7 @@ func named(f *os.File, path string) (bool, error) {
 	if err := syscall.Fstat(int(f.Fd()), &held); err != nil {
 		return false, err
 	}
-	err := syscall.Stat(path, &now)
+	err := syscall.Lstat(path, &now)
 	if errors.Is(err, syscall.ENOENT) {
 		return false, nil
 	}
@@ -114,24 +154,54 @@ func named(f *os.File, path string) (bool, error) {
 // grant writes the new holder and token while the flock is held. The token
 // is the last one plus one, and never less than the wall clock in
 // microseconds, so that it still grows when the file is lost, e.g. with a
-// lock directory on tmpfs across a reboot.
-func (b *Backend) grant(key string, f *os.File, o backend.AcquireOptions, start time.Time) (*lease, error) {
+// lock directory on tmpfs across a reboot; a counter at its limit is an
+// error, never a wrap. When the last holder's min-hold still keeps the key
+// taken, the flock is dropped again: with o.Wait grant returns how long to
+// wait, without it a HeldError.
+func (b *Backend) grant(key string, f *os.File, o backend.AcquireOptions, start time.Time) (*lease, time.Duration, error) {
+	l, hold, err := b.write(key, f, o, start)
+	if l == nil {
+		f.Close() // drops the flock
+	}
+	return l, hold, err
+}
+
+func (b *Backend) write(key string, f *os.File, o backend.AcquireOptions, start time.Time) (*lease, time.Duration, error) {
 	last, slot, err := readState(f)
+	if errors.Is(err, errForeign) {
+		return nil, 0, fmt.Errorf("%s: %w", f.Name(), err)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: reading %s: %w", backend.ErrUnavailable, f.Name(), err)
+		return nil, 0, fmt.Errorf("%w: reading %s: %w", backend.ErrUnavailable, f.Name(), err)
 	}
 	now := time.Now()
-	r := record{
-		Token:  max(last.Token+1, backend.Token(now.UnixMicro())),
-		Holder: o.Holder,
-		RunID:  o.RunID,
-		PID:    os.Getpid(),
-		Since:  now.UnixMilli(),
+	if hold := last.held(now); hold > 0 && last.RunID != o.RunID && readRevoked(f) != last.RunID {
+		if o.Wait {
+			return nil, hold, nil
+		}
+		return nil, 0, &backend.HeldError{Status: holdStatus(key, last, hold, f)}
 	}
+	if last.Token == math.MaxUint64 {
+		return nil, 0, fmt.Errorf("%w: %s: the token counter is at its limit (%d): no higher token can be issued", backend.ErrUnavailable, f.Name(), last.Token)
+	}
+	r := newRecord(max(last.Token+1, backend.Token(now.UnixMicro())), o, now)
 	if err := writeState(f, r, slot); err != nil {
-		return nil, fmt.Errorf("%w: writing %s: %w", backend.ErrUnavailable, f.Name(), err)
+		return nil, 0, fmt.Errorf("%w: writing %s: %w", backend.ErrUnavailable, f.Name(), err)
 	}
-	return &lease{f: f, path: f.Name(), rec: r, ttl: o.TTL, start: start}, nil
+	return &lease{f: f, path: f.Name(), rec: r, ttl: o.TTL, start: start}, 0, nil
+}
+
+func newRecord(token backend.Token, o backend.AcquireOptions, now time.Time) record {
+	r := record{Token: token, Holder: o.Holder, RunID: o.RunID, PID: os.Getpid(), Since: now.UnixMilli()}
+	if o.MinHold > 0 {
+		r.MinHold = max(1, o.MinHold.Milliseconds())
+		r.HoldUntil = now.UnixMilli() + r.MinHold
+	}
+	if o.Info != (backend.HolderInfo{}) {
+		info := o.Info
+		r.Info = &info
+	}
+	return r
 }
 
 // flockWait blocks in flock(2) until the lock is free or ctx ends. The

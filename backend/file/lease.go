@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/lockrun/lockrun/backend"
 )
 
@@ -19,19 +21,28 @@ type lease struct {
 	ttl   time.Duration
 	start time.Time
 
-	mu sync.Mutex
-	f  *os.File // nil once released or abandoned
+	mu         sync.Mutex
+	f          *os.File    // nil once released or abandoned
+	watch      *watcher    // made by Done; nil before
+	watchTimer *time.Timer // starts the watch after watchDelay
 }
 
 func (l *lease) Token() backend.Token { return l.rec.Token }
 func (l *lease) TTL() time.Duration   { return l.ttl }
 func (l *lease) Start() time.Time     { return l.start }
 
-// Renew checks that the lock is still ours; the flock itself never expires.
+// Renew checks that the lock is still ours; the flock itself never
+// expires. It stamps the file's mtime, which Inspect reports as the last
+// renewal (and which keeps tmp cleaners that go by age away from it).
 func (l *lease) Renew(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.check()
+	if err := l.check(); err != nil {
+		return err
+	}
+	now := unix.NsecToTimeval(time.Now().UnixNano())
+	_ = unix.Futimes(int(l.f.Fd()), []unix.Timeval{now, now}) // only for operators to read
+	return nil
 }
 
 // check reports ErrLost when the file was closed, replaced or deleted, or
@@ -52,6 +63,29 @@ func (l *lease) check() error {
 	return nil
 }
 
+// Done is closed as soon as the lease is lost to a change of its file:
+// removed, renamed, replaced, or revoked by ForceRelease. The kernel tells
+// (inotify), so the holder need not wait for its next renewal to stop its
+// command. The watch begins watchDelay after the first call (a change
+// before that is seen then). When the kernel cannot watch (no inotify
+// instance left), Done is never closed and renewals find the loss.
+func (l *lease) Done() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.watch == nil {
+		w := newWatcher()
+		l.watch = w
+		l.watchTimer = time.AfterFunc(watchDelay, func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if l.f != nil {
+				w.start(l)
+			}
+		})
+	}
+	return l.watch.lost
+}
+
 // Files is the locked file: a command that inherits it keeps the flock
 // held until it dies, even if lockrun dies first (the kernel frees a flock
 // when the last descriptor of its open file is closed).
@@ -65,7 +99,8 @@ func (l *lease) Files() []*os.File {
 }
 
 // Release drops the flock. A revoked lease is still unlocked (the flock is
-// ours until we let go of it), and reports ErrLost.
+// ours until we let go of it), and reports ErrLost. A min-hold recorded at
+// the grant keeps the key taken until it ends.
 func (l *lease) Release(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -75,5 +110,9 @@ func (l *lease) Release(ctx context.Context) error {
 		_ = l.f.Close()
 		l.f = nil
 	}
+	if l.watchTimer != nil {
+		l.watchTimer.Stop()
+	}
+	l.watch.stop() // after the unlock: a waiter need not wait for it
 	return err
 }

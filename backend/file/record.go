@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"time"
+	"unicode/utf8"
 
 	"github.com/lockrun/lockrun/backend"
 )
@@ -25,12 +27,57 @@ const (
 )
 
 // record is what one acquisition writes; the token is the fencing token.
+// HoldUntil keeps the key taken after the flock ends (AcquireOptions.MinHold):
+// it is fixed at the grant, so that a holder that crashes holds no longer.
 type record struct {
-	Token  backend.Token `json:"token"`
-	Holder string        `json:"holder,omitempty"`
-	RunID  string        `json:"run_id"`
-	PID    int           `json:"pid,omitempty"`
-	Since  int64         `json:"since_unix_ms,omitempty"`
+	Token     backend.Token       `json:"token"`
+	Holder    string              `json:"holder,omitempty"`
+	RunID     string              `json:"run_id"`
+	PID       int                 `json:"pid,omitempty"`
+	Since     int64               `json:"since_unix_ms,omitempty"`
+	HoldUntil int64               `json:"hold_until_unix_ms,omitempty"`
+	MinHold   int64               `json:"min_hold_ms,omitempty"`
+	Info      *backend.HolderInfo `json:"info,omitempty"`
+}
+
+// held reports how long the record's min-hold keeps the key taken after
+// its flock ended: never longer than the min-hold itself from now, so that
+// a clock stepped back cannot stretch it.
+func (r record) held(now time.Time) time.Duration {
+	left := time.UnixMilli(r.HoldUntil).Sub(now)
+	return max(0, min(left, time.Duration(r.MinHold)*time.Millisecond))
+}
+
+// fit shortens the holder's details until the record fits its slot: the
+// token and run id must be kept whole, a long command line need not.
+func (r *record) fit() ([]byte, error) {
+	for {
+		b, err := encodeSlot(*r)
+		if err == nil || r.Info == nil {
+			return b, err
+		}
+		i := *r.Info
+		switch {
+		case len(i.Command) > 16:
+			i.Command = truncate(i.Command, len(i.Command)/2)
+		case len(i.CIURL) > 16:
+			i.CIURL = truncate(i.CIURL, len(i.CIURL)/2)
+		case len(i.User) > 16:
+			i.User = truncate(i.User, 16)
+		default:
+			r.Info = nil
+			continue
+		}
+		r.Info = &i
+	}
+}
+
+// truncate cuts s to at most n bytes on a UTF-8 boundary, marking the cut.
+func truncate(s string, n int) string {
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 var errTorn = errors.New("torn or empty slot")
@@ -62,13 +109,20 @@ func decodeSlot(b []byte, v any) error {
 	return json.Unmarshal(b[:i], v)
 }
 
+// errForeign means a file holds something other than lockrun's records:
+// it is never written to.
+var errForeign = fmt.Errorf("%w: not a lockrun lock file (it holds other data): refusing to change it; remove it if it is stale", backend.ErrPermission)
+
 // readState returns the newest good record and the slot it is in; a file
 // with no good record yields the zero record and slot -1.
 func readState(f *os.File) (record, int, error) {
-	buf := make([]byte, 2*slotSize)
+	buf := make([]byte, fileSize+1)
 	n, err := f.ReadAt(buf, 0)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return record{}, -1, err
+	}
+	if !ownFile(buf[:n]) {
+		return record{}, -1, errForeign
 	}
 	best, slot := record{}, -1
 	for i := 0; i < 2; i++ {
@@ -83,10 +137,29 @@ func readState(f *os.File) (record, int, error) {
 	return best, slot, nil
 }
 
+// ownFile tells lockrun's lock files, which may be written, from files of
+// another purpose: empty (as new, or made by flock(1)), or no longer than
+// lockrun's layout with a good record in one of its slots.
+func ownFile(b []byte) bool {
+	if len(bytes.Trim(b, "\x00")) == 0 {
+		return true
+	}
+	if len(b) > fileSize {
+		return false
+	}
+	var v map[string]any
+	for i := 0; i*slotSize < len(b); i++ {
+		if decodeSlot(b[i*slotSize:min(len(b), (i+1)*slotSize)], &v) == nil {
+			return true
+		}
+	}
+	return false
+}
+
 // writeState writes r over the older slot and syncs it to disk, so that
 // the counter survives crashes and reboots.
 func writeState(f *os.File, r record, newest int) error {
-	b, err := encodeSlot(r)
+	b, err := r.fit()
 	if err != nil {
 		return err
 	}

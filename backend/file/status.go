@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/lockrun/lockrun/backend"
 	"golang.org/x/sys/unix"
@@ -20,7 +22,7 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.Status, erro
 	if err := backend.ValidateKey(key); err != nil {
 		return backend.Status{}, err
 	}
-	f, err := openLock(b.path(key), true, false)
+	f, err := b.openLock(key, true, false)
 	if errors.Is(err, errMissing) {
 		return backend.Status{Key: key}, nil
 	}
@@ -31,30 +33,63 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.Status, erro
 	return b.status(key, f)
 }
 
+// status says who holds the key: the flock's holder as the kernel names it
+// (lockrun, whose record then describes it, or another program such as
+// flock(1)), else the last holder while its min-hold lasts.
 func (b *Backend) status(key string, f *os.File) (backend.Status, error) {
 	r, _, err := readState(f)
 	if err != nil {
-		return backend.Status{Key: key}, fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
+		return backend.Status{Key: key}, fmt.Errorf("%w: %s: %w", backend.ErrUnavailable, f.Name(), err)
 	}
-	held, err := flocked(f)
+	pid, held, err := flockHolder(f)
 	if err != nil {
 		return backend.Status{Key: key}, fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
 	}
-	st := backend.Status{Key: key, Held: held, Token: r.Token}
-	if held {
-		st.Holder, st.RunID = r.Holder, r.RunID
+	switch {
+	case held && pid != 0 && pid != r.PID:
+		return backend.Status{Key: key, Held: true, Holder: foreign(pid)}, nil
+	case held:
+		return holdStatus(key, r, 0, f), nil
 	}
-	return st, nil
+	if hold := r.held(time.Now()); hold > 0 && readRevoked(f) != r.RunID {
+		return holdStatus(key, r, hold, f), nil
+	}
+	return backend.Status{Key: key, Token: r.Token}, nil
+}
+
+// foreign names a flock holder that is not lockrun: its record, if any, is
+// an earlier holder's.
+func foreign(pid int) string {
+	return "a process that is not lockrun: pid " + strconv.Itoa(pid)
+}
+
+// holdStatus describes r's holder; ttl is the min-hold left, if any. The
+// last renewal is the file's mtime, which Renew sets.
+func holdStatus(key string, r record, ttl time.Duration, f *os.File) backend.Status {
+	st := backend.Status{Key: key, Held: true, Holder: r.Holder, RunID: r.RunID, Token: r.Token, TTL: ttl}
+	if r.Since > 0 {
+		st.Since = time.UnixMilli(r.Since)
+		st.Renewed = st.Since
+	}
+	if fi, err := f.Stat(); err == nil && fi.ModTime().After(st.Renewed) && !st.Since.IsZero() {
+		st.Renewed = fi.ModTime()
+	}
+	if r.Info != nil {
+		st.Info = *r.Info
+	}
+	return st
 }
 
 // ForceRelease revokes the current holder's run: its next renewal reports
-// ErrLost, it stops its command and drops the flock. The token is left as
-// is, so the next holder's is higher.
+// ErrLost, it stops its command and drops the flock; a min-hold ends. The
+// token is left as is, so the next holder's is higher. A user who may not
+// write the lock file gets ErrPermission; a flock held by a program that is
+// not lockrun cannot be broken, and is reported as ErrHeld.
 func (b *Backend) ForceRelease(ctx context.Context, key string) error {
 	if err := backend.ValidateKey(key); err != nil {
 		return err
 	}
-	f, err := openLock(b.path(key), false, false)
+	f, err := b.openLock(key, false, false)
 	if errors.Is(err, errMissing) {
 		return nil // never taken: nothing to break
 	}
@@ -65,11 +100,19 @@ func (b *Backend) ForceRelease(ctx context.Context, key string) error {
 	// Read without the flock, the holder's record can be the previous
 	// run's when a grant is being written meanwhile: revoke until the
 	// record read after the revocation names the run revoked.
+	// A flock whose record names another pid may be a grant being
+	// written: look again shortly before calling its holder foreign.
 	revoked := ""
-	for range 100 {
+	for i := range 100 {
 		st, err := b.status(key, f)
-		if err != nil || !st.Held || st.RunID == revoked {
+		switch {
+		case err != nil || !st.Held || st.RunID == revoked && revoked != "":
 			return err
+		case st.RunID == "" && i < 5:
+			time.Sleep(10 * time.Millisecond)
+			continue
+		case st.RunID == "":
+			return fmt.Errorf("%w; release cannot break it: stop that process", &backend.HeldError{Status: st})
 		}
 		if err := writeRevoked(f, st.RunID); err != nil {
 			return fmt.Errorf("%w: revoking %s: %w", backend.ErrUnavailable, f.Name(), err)
@@ -79,18 +122,20 @@ func (b *Backend) ForceRelease(ctx context.Context, key string) error {
 	return fmt.Errorf("%w: revoking %s: its holder keeps changing", backend.ErrUnavailable, f.Name())
 }
 
-// flocked reports whether a flock is held on f's file, from /proc/locks,
-// whose lines read "1: FLOCK  ADVISORY  WRITE 1234 00:2a:5678 0 EOF"
-// (blocked waiters have "->" after the number).
-func flocked(f *os.File) (bool, error) {
+// flockHolder reports whether a flock is held on f's file, and by which
+// pid when the kernel says (0 when it does not, as from another pid
+// namespace), from /proc/locks, whose lines read
+// "1: FLOCK  ADVISORY  WRITE 1234 00:2a:5678 0 EOF" (blocked waiters have
+// "->" after the number).
+func flockHolder(f *os.File) (pid int, held bool, err error) {
 	var st syscall.Stat_t
 	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
-		return false, err
+		return 0, false, err
 	}
 	want := fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
 	locks, err := os.Open("/proc/locks")
 	if err != nil {
-		return false, err
+		return 0, false, err
 	}
 	defer locks.Close()
 	sc := bufio.NewScanner(locks)
@@ -100,8 +145,9 @@ func flocked(f *os.File) (bool, error) {
 			continue
 		}
 		if fields[5] == want {
-			return true, nil
+			pid, _ := strconv.Atoi(fields[4])
+			return max(pid, 0), true, nil
 		}
 	}
-	return false, sc.Err()
+	return 0, false, sc.Err()
 }

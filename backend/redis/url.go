@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -26,11 +27,20 @@ const (
 	DefaultReadTimeout = 2 * time.Second
 )
 
+// EnvAuth is the environment variable that redis-cli reads its password
+// from; lockrun reads it too when the URL has no password, and does not
+// pass it on to the command.
+const EnvAuth = "REDISCLI_AUTH"
+
 // OpenURL opens redis://[user:password@]host[:port][/db][?param=value&...]
 // or rediss://... for TLS. Parameters: prefix (of every key; default
 // "lockrun:"), dial_timeout (default 1s), read_timeout (default 2s; also
-// the write timeout), and for rediss ca_file (PEM certificates to trust
-// instead of the system's), cert_file and key_file (a client certificate).
+// the write timeout), password_file (a file whose first line is the
+// password, instead of one in the URL), and for rediss ca_file (PEM
+// certificates to trust instead of the system's), cert_file and key_file
+// (a client certificate). With neither a password in the URL nor
+// password_file, the password is $REDISCLI_AUTH when set, as for redis-cli:
+// a crontab then need not hold it, nor does it show in ps.
 // The server's certificate is always verified. Bad URLs wrap
 // backend.ErrInvalidURL. OpenURL connects (see probe): a server that cannot
 // be reached or refuses the credentials fails here, wrapping
@@ -64,8 +74,11 @@ func parseURL(u *url.URL) (*goredis.Options, string, error) {
 		return nil, "", fmt.Errorf("use %s://host:port/db, not an opaque %s: URL", u.Scheme, u.Scheme) // the rest may hold a password
 	}
 	q := u.Query()
-	if err := urlopt.Known(q, "prefix", "dial_timeout", "read_timeout", "ca_file", "cert_file", "key_file"); err != nil {
+	if err := urlopt.Known(q, "prefix", "dial_timeout", "read_timeout", "password_file", "ca_file", "cert_file", "key_file"); err != nil {
 		return nil, "", err
+	}
+	if backend.MisplacedUserinfo(u) { // the path would hold the password
+		return nil, "", fmt.Errorf("'@' after the host: percent-encode '/', '?', '#' and '@' in a password (%%2F, %%3F, %%23, %%40), or use password_file or $%s", EnvAuth)
 	}
 	opt := &goredis.Options{
 		Addr: hostPort(u),
@@ -81,11 +94,10 @@ func parseURL(u *url.URL) (*goredis.Options, string, error) {
 		DisableIdentity:          true,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	}
-	if u.User != nil {
-		opt.Username = u.User.Username()
-		opt.Password, _ = u.User.Password()
-	}
 	var err error
+	if opt.Username, opt.Password, err = credentials(u, q); err != nil {
+		return nil, "", err
+	}
 	if opt.DB, err = database(u.Path); err != nil {
 		return nil, "", err
 	}
@@ -157,4 +169,38 @@ func tlsConfig(u *url.URL, q url.Values) (*tls.Config, error) {
 	}
 	c.ServerName = u.Hostname()
 	return c, nil
+}
+
+// credentials are the user and password: the password from the URL, else
+// from password_file, else from $REDISCLI_AUTH.
+func credentials(u *url.URL, q url.Values) (user, password string, err error) {
+	inURL := false
+	if u.User != nil {
+		user = u.User.Username()
+		password, inURL = u.User.Password()
+	}
+	switch {
+	case q.Has("password_file") && inURL:
+		return "", "", fmt.Errorf("a password in the URL and password_file: give one of them")
+	case q.Has("password_file"):
+		password, err = readPassword(q.Get("password_file"))
+	case !inURL:
+		password = os.Getenv(EnvAuth)
+	}
+	return user, password, err
+}
+
+// readPassword reads the first line of a password file. Its content is
+// never shown: not even a hint of it goes into the error.
+func readPassword(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("password_file: %w", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	line = strings.TrimSuffix(line, "\r")
+	if line == "" {
+		return "", fmt.Errorf("password_file %s: the first line is empty", path)
+	}
+	return line, nil
 }

@@ -102,6 +102,9 @@ func describe(s backend.Status, now time.Time) string {
 		}
 		return fmt.Sprintf("%s: free (last token %s)\n", s.Key, s.Token)
 	}
+	if s.RunID == "" { // not a lockrun: no token, no run
+		return fmt.Sprintf("%s: held by %s\n", s.Key, backend.Escape(s.Holder))
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: held by %s (token %s, run %s", s.Key, backend.Escape(s.Holder), s.Token, backend.Escape(s.RunID))
 	if s.TTL > 0 {

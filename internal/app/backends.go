@@ -27,6 +27,9 @@ func openBackend(ctx context.Context, raw string) (backend.Backend, error) {
 		}
 		return nil, usagef("--backend %s: %v", backend.Redact(raw), err)
 	}
+	if backend.MisplacedUserinfo(u) { // the password would reach a host, path or database name
+		return nil, usagef("--backend %s: '@' after the host: percent-encode '/', '?', '#' and '@' in a password (%%2F, %%3F, %%23, %%40)", backend.Redact(raw))
+	}
 	switch u.Scheme {
 	case "file":
 		b, err := file.OpenURL(u)

@@ -58,6 +58,8 @@ func exitCode(err error) int {
 		return coder.ExitCode()
 	case errors.Is(err, backend.ErrInvalidURL), errors.Is(err, backend.ErrInvalidKey):
 		return runner.ExitUsage
+	case errors.Is(err, backend.ErrPermission):
+		return 77 // EX_NOPERM: a refused credential, lock file or lock directory
 	case errors.Is(err, backend.ErrUnavailable):
 		return runner.ExitUnavailable
 	case errors.Is(err, backend.ErrHeld):

@@ -118,6 +118,7 @@ func (k *Keeper) loop(ctx context.Context, sent time.Time) {
 	k.extended(sent)
 	next := sent.Add(p.Interval)
 	var lastErr error
+	wake := doneOf(k.lease)
 	for {
 		termAt := p.TermAt(sent)
 		now := time.Now()
@@ -132,6 +133,9 @@ func (k *Keeper) loop(ctx context.Context, sent time.Time) {
 				t.Stop()
 				return
 			case <-t.C:
+			case <-wake: // the lease says it is lost: renew now to learn why
+				t.Stop()
+				wake, next = nil, time.Now()
 			}
 			continue // re-check the deadline before renewing
 		}
@@ -206,6 +210,16 @@ func expired(lastErr error) error {
 		return fmt.Errorf("%w: the lease reached its deadline before a renewal could be sent (was lockrun paused?)", backend.ErrLost)
 	}
 	return fmt.Errorf("%w: no renewal succeeded within the lease (last error: %v)", backend.ErrLost, lastErr)
+}
+
+// doneOf is the lease's Done channel, for a lease that can tell at once
+// that it is lost (the file backend's, when its lock file is removed);
+// nil, which never fires, for the others.
+func doneOf(lease Renewer) <-chan struct{} {
+	if d, ok := lease.(interface{ Done() <-chan struct{} }); ok {
+		return d.Done()
+	}
+	return nil
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -96,6 +96,8 @@ func acquireError(job Job, err error) error {
 		return &ExitError{Code: job.Busy, Err: fmt.Errorf("timed out after %v waiting for lock %q: %w", job.Timeout, job.Key, backend.ErrHeld)}
 	case errors.Is(err, backend.ErrHeld):
 		return &ExitError{Code: job.Busy, Err: err}
+	case errors.Is(err, backend.ErrPermission):
+		return &ExitError{Code: 77, Err: err} // EX_NOPERM, as in the CLI's table
 	case errors.Is(err, backend.ErrUnavailable):
 		return &ExitError{Code: ExitUnavailable, Err: err}
 	case errors.Is(err, backend.ErrInvalidKey):

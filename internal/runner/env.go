@@ -7,11 +7,15 @@ import "strings"
 // LOCKRUN_BACKEND URL with a password), and ours are set in their place.
 const envPrefix = "LOCKRUN_"
 
-// childEnv is base without any LOCKRUN_* variable, plus vars.
+// secretEnv are credentials that a backend reads from lockrun's own
+// environment, outside LOCKRUN_*: they are not the command's to see.
+var secretEnv = []string{"REDISCLI_AUTH="}
+
+// childEnv is base without any LOCKRUN_* variable or secretEnv, plus vars.
 func childEnv(base []string, vars map[string]string) []string {
 	env := make([]string, 0, len(base)+len(vars))
 	for _, kv := range base {
-		if !strings.HasPrefix(kv, envPrefix) {
+		if !strings.HasPrefix(kv, envPrefix) && !isSecret(kv) {
 			env = append(env, kv)
 		}
 	}
@@ -19,4 +23,13 @@ func childEnv(base []string, vars map[string]string) []string {
 		env = append(env, k+"="+v)
 	}
 	return env
+}
+
+func isSecret(kv string) bool {
+	for _, s := range secretEnv {
+		if strings.HasPrefix(kv, s) {
+			return true
+		}
+	}
+	return false
 }
