@@ -199,7 +199,7 @@ func TestWaiterSaysWhomItWaitsFor(t *testing.T) {
 	e := env(t)
 	holder := hold(t, e, "k", "worker-7", "1")
 	r := run(t, e, "run", "-v", "--wait", "k", "--", "true")
-	if r.Code != 0 || !strings.Contains(r.Stderr, `waiting for lock "k", held by worker-7`) ||
+	if r.Code != 0 || !strings.Contains(r.Stderr, `waiting for lock "k", held by worker-7 since `) ||
 		!strings.Contains(r.Stderr, "lock granted after waiting") || !strings.Contains(r.Stderr, "waited=") {
 		t.Errorf("waiter: exit %d, stderr %q", r.Code, r.Stderr)
 	}

@@ -11,7 +11,8 @@ import (
 	"github.com/lockrun/lockrun/internal/lockruntest"
 )
 
-// Cron on a fleet: two hosts run the same crontab entry, and their crons
+// Cron on a fleet: two hosts run the same crontab entry (on the file
+// backend, two users' crons of one machine), and their crons
 // fire a little apart (clock skew, cron's jitter). The job takes far less
 // than the skew. With --min-hold longer than the skew the job runs once
 // per schedule, whichever host fires first; without it, the later host
@@ -26,9 +27,6 @@ func TestCronOnAFleetRunsOncePerSchedule(t *testing.T) {
 		ticks   = 2
 	)
 	for _, srv := range servers {
-		if srv.name == "file" {
-			continue // the file backend's minimum hold comes with branch filetrust
-		}
 		t.Run(srv.name, func(t *testing.T) {
 			t.Parallel()
 			url := srv.url(t)

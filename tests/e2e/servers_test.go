@@ -14,16 +14,13 @@ import (
 type server struct {
 	name string
 	url  func(t *testing.T) string
-	// records: the backend keeps holder records and lists locks (the
-	// file backend's come with branch filetrust).
-	records bool
 }
 
 var servers = []server{
-	{"redis", func(t *testing.T) string { return redistest.Start(t).URL() }, true},
-	{"etcd", func(t *testing.T) string { return etcdtest.Start(t).URL() }, true},
-	{"postgres", func(t *testing.T) string { return pgtest.Isolated(t, pgtest.Shared()) }, true},
-	{"file", func(t *testing.T) string { return "file://" + t.TempDir() }, false},
+	{"redis", func(t *testing.T) string { return redistest.Start(t).URL() }},
+	{"etcd", func(t *testing.T) string { return etcdtest.Start(t).URL() }},
+	{"postgres", func(t *testing.T) string { return pgtest.Isolated(t, pgtest.Shared()) }},
+	{"file", func(t *testing.T) string { return "file://" + t.TempDir() }},
 }
 
 // envFor is the environment of a lockrun on backend url.
