@@ -80,7 +80,7 @@ func checkStatusJSON(t *testing.T, e []string) {
 	if err := json.Unmarshal([]byte(r.Stdout), &s); err != nil || r.Code != 0 || !s.Held || s.Holder != "deployer" || s.Token == 0 {
 		t.Fatalf("status --json: exit %d, %q (%v)", r.Code, r.Stdout, err)
 	}
-	if (time.Since(s.Since) > time.Minute || s.Info.CIURL != "https://gitlab.example/o/r/-/jobs/42" || s.Info.User == "" || !strings.HasPrefix(s.Info.Command, "sh -c")) {
+	if time.Since(s.Since) > time.Minute || s.Info.CIURL != "https://gitlab.example/o/r/-/jobs/42" || s.Info.User == "" || !strings.HasPrefix(s.Info.Command, "sh -c") {
 		t.Errorf("status --json lacks the holder's record: %q", r.Stdout)
 	}
 }
