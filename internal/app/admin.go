@@ -146,7 +146,7 @@ func (st *state) release(c *cli.Context) error {
 		if err := b.ForceRelease(c.Context, key); err != nil {
 			return err
 		}
-		st.say("%s: released the lock of %s (run %s); its lockrun stops the command and exits 76\n",
+		st.say("%s: released the lock of %s (run %s); a lockrun still running it stops the command and exits 76\n",
 			key, heldBy(s, time.Now()), backend.Escape(s.RunID))
 		return nil
 	})
