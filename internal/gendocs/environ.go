@@ -50,13 +50,13 @@ the backend URL with any password removed
 
 const staticSections = `.SH FILES
 .TP
-.I /var/lock/lockrun
-the file backend's shared lock directory, used when it is owned by root,
-sticky and writable by all (like
-.IR /tmp )
+.I /run/lockrun
+root's default lock directory for the file backend, 0700
 .TP
 .I /tmp/lockrun\-UID
-the file backend's per\-user directory otherwise
+every other user's default lock directory, 0700; locks shared between users
+live in a directory an administrator shares with a group (see the file
+backend's page)
 .SH SEE ALSO
 .BR flock (1),
 .BR etcdctl (1),
