@@ -49,7 +49,7 @@ func TestVerboseMeansVerboseEverywhere(t *testing.T) {
 // flock users type seconds: every duration flag takes a bare number.
 func TestBareNumbersAreSeconds(t *testing.T) {
 	e := env(t)
-	if r := run(t, e, "run", "--ttl", "10", "--heartbeat", "2.5", "--kill-grace", "1", "--min-hold", "0.1", "k", "--", "sh", "-c", "echo $LOCKRUN_TTL"); r.Code != 0 || r.Stdout != "10s\n" {
+	if r := run(t, e, "run", "--ttl", "10", "--heartbeat", "2.5", "--kill-grace", "1", "--min-hold", "0.1", "held-a-moment", "--", "sh", "-c", "echo $LOCKRUN_TTL"); r.Code != 0 || r.Stdout != "10s\n" {
 		t.Errorf("--ttl 10: exit %d, stdout %q, stderr %q; want a 10s lease", r.Code, r.Stdout, r.Stderr)
 	}
 	hold(t, e, "k", "worker-7", "30")
