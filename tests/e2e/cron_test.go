@@ -49,12 +49,14 @@ func TestCronOnAFleetRunsOncePerSchedule(t *testing.T) {
 					}
 					wg.Wait()
 					got := lines(t, runs)
-					want := ticks
-					if hold == 0 {
-						want = 2 * ticks
-					}
-					if len(got) != want {
-						t.Errorf("--min-hold %v: the job ran %d times in %d schedules, want %d:\n%s", hold, len(got), ticks, want, strings.Join(got, "\n"))
+					switch {
+					case hold > 0 && len(got) != ticks:
+						t.Errorf("--min-hold %v: the job ran %d times in %d schedules, want once each:\n%s", hold, len(got), ticks, strings.Join(got, "\n"))
+					case hold == 0 && len(got) <= ticks:
+						// Each host should run it (a loaded host may take
+						// longer than the skew once): more than once per
+						// schedule shows what --min-hold is for.
+						t.Errorf("without --min-hold the job ran %d times in %d schedules; the later host should have run it again:\n%s", len(got), ticks, strings.Join(got, "\n"))
 					}
 				})
 			}
