@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/internal/logwriter"
 	"github.com/lockrun/lockrun/internal/runner"
 )
 
@@ -29,6 +30,9 @@ func Main(ctx context.Context, args []string, stdin, stdout, stderr *os.File) in
 	err := newApp(st).RunContext(ctx, args)
 	st.report(err)
 	st.closeLog()
+	if st.logw != nil {
+		st.logw.Flush(flushWait)
+	}
 	return exitCode(err)
 }
 
@@ -37,8 +41,9 @@ func Main(ctx context.Context, args []string, stdin, stdout, stderr *os.File) in
 type state struct {
 	stdin, stdout, stderr *os.File
 	log                   *slog.Logger
-	quiet, json, sink     bool   // sink: lines go to --log, not stderr
-	closeLog              func() // flushes --log's sink
+	logw                  *logwriter.Writer // stderr for lockrun's own lines, which never blocks
+	quiet, json, sink     bool              // sink: lines go to --log, not stderr
+	closeLog              func()            // flushes --log's sink
 }
 
 func newApp(st *state) *cli.App {
@@ -84,7 +89,11 @@ func (st *state) report(err error) {
 		return
 	}
 	if st.log == nil || !st.json && !st.sink {
-		fmt.Fprintf(st.stderr, "lockrun: %v\n", err)
+		var w io.Writer = st.stderr
+		if st.logw != nil {
+			w = st.logw
+		}
+		fmt.Fprintf(w, "lockrun: %v\n", err)
 		return
 	}
 	attrs := []any{"exit_code", exitCode(err)}
@@ -106,13 +115,14 @@ func (st *state) logFrom(c *cli.Context) (*slog.Logger, error) {
 	if _, err := newLogger(io.Discard, format, quiet, verbose); err != nil {
 		return nil, err // checked before a syslog connection is made
 	}
-	w, closeLog, err := openLog(c.String("log"), st.stderr)
+	st.logw = newLogWriter(st.stderr, format)
+	w, closeLog, err := openLog(c.String("log"), st.logw)
 	if err != nil {
 		return nil, err
 	}
 	log, _ := newLogger(w, format, quiet, verbose)
 	st.log, st.quiet, st.json, st.closeLog = log, quiet, format == "json", closeLog
-	st.sink = w != io.Writer(st.stderr)
+	st.sink = w != io.Writer(st.logw)
 	return log, nil
 }
 

@@ -18,12 +18,9 @@ func TestExitCodes(t *testing.T) {
 		{nil, 0},
 		{perm, 77},
 		{conf, 78},
-		// The runner files what it does not know under 70: a refusal is
-		// still 77 or 78.
-		{&runner.ExitError{Code: runner.ExitSoftware, Err: perm}, 77},
-		{&runner.ExitError{Code: runner.ExitSoftware, Err: conf}, 78},
+		{fmt.Errorf("acquiring: %w", perm), 77},
 		// A lock lost because renewals were refused is a lost lock.
-		{&runner.ExitError{Code: runner.ExitLost, Err: perm}, 76},
+		{fmt.Errorf("%w: renewal refused: %w", backend.ErrLost, perm), 76},
 		{fmt.Errorf("%w: down", backend.ErrUnavailable), 69},
 		{answerFree, 1},
 		{answerNotReleased, 2},

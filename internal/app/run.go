@@ -2,6 +2,7 @@ package app
 
 import (
 	"crypto/rand"
+	"errors"
 	"os"
 	"strconv"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/lockrun/lockrun/backend"
 	"github.com/lockrun/lockrun/internal/heartbeat"
 	"github.com/lockrun/lockrun/internal/runner"
+	"github.com/lockrun/lockrun/internal/watchdog"
 )
 
 const runDescription = `Flags come before KEY. Every flag can also be set with its LOCKRUN_* variable.
@@ -33,9 +35,10 @@ Durations are seconds (10, 0.5) or Go durations (1m30s).
 
 EXIT STATUS:
    the command's own status (128+N if signal N killed it); 75 lock busy (--conflict-exit-code);
-   76 lock lost, command killed; 64 usage error; 69 backend unavailable (may work later);
-   77 permission or authentication refused; 78 backend configuration error; 70 internal error;
-   126 command not executable; 127 command not found`
+   76 lock lost (or its watchdog died), command stopped; 124 --max-run reached, command stopped;
+   64 usage error; 69 backend unavailable (may work later); 77 permission or authentication refused;
+   78 backend configuration error; 70 internal error; 126 command not executable;
+   127 command not found`
 
 func runCommand(st *state) *cli.Command {
 	return &cli.Command{
@@ -52,7 +55,8 @@ func runCommand(st *state) *cli.Command {
 			durationFlag("timeout", "TIMEOUT", "wait at most this long for the lock, then exit busy (implies --wait)", 0, ""),
 			durationFlag("min-hold", "MIN_HOLD", "keep the lock taken until this long after the grant, even when the command ends sooner, "+
 				"so that hosts whose cron fires a little later skip the run; lockrun itself exits when the command does", 0, ""),
-			&cli.IntFlag{Name: "conflict-exit-code", Value: runner.ExitBusy, EnvVars: env("CONFLICT_EXIT_CODE"), Usage: "exit status when the lock is busy"},
+			durationFlag("max-run", "MAX_RUN", "stop the command (SIGTERM, kill grace, SIGKILL) once it has run this long, and exit 124", 0, "no limit"),
+			&cli.IntFlag{Name: "conflict-exit-code", Value: ExitBusy, EnvVars: env("CONFLICT_EXIT_CODE"), Usage: "exit status when the lock is busy"},
 			&cli.StringFlag{Name: "holder", EnvVars: env("HOLDER"), Usage: "who holds the lock, as others see it", DefaultText: "host:pid"},
 		),
 		Action: st.run,
@@ -63,7 +67,7 @@ func runCommand(st *state) *cli.Command {
 // --quiet and --verbose mean for it.
 func commonFlags(quiet, verbose string) []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "backend", Aliases: []string{"b"}, EnvVars: env("BACKEND"), Usage: "where locks live: file:///dir, redis://, etcd://, postgres://", DefaultText: "the embedded file backend"},
+		&cli.StringFlag{Name: "backend", Aliases: []string{"b"}, EnvVars: env("BACKEND"), Usage: "where locks live: file:///dir, redis://, etcd://, postgres://, zk://", DefaultText: "the embedded file backend"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, EnvVars: env("QUIET"), Usage: quiet},
 		verboseFlag(verbose),
 		&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: env("LOG_FORMAT"), Usage: "text or json"},
@@ -97,6 +101,10 @@ func (st *state) run(c *cli.Context) error {
 	if timeout < 0 || minHold < 0 {
 		return usagef("--timeout %v and --min-hold %v must not be negative", timeout, minHold)
 	}
+	maxRun := duration(c, "max-run")
+	if maxRun < 0 {
+		return usagef("--max-run %v must not be negative", maxRun)
+	}
 	busy := c.Int("conflict-exit-code")
 	if busy < 0 || busy > 255 {
 		return usagef("--conflict-exit-code %d must be within 0..255", busy)
@@ -119,34 +127,34 @@ func (st *state) run(c *cli.Context) error {
 	err = runner.Run(c.Context, runner.Job{
 		Key:    key,
 		Locker: waits,
-		Lease: backend.AcquireOptions{TTL: policy.TTL, Holder: holder, RunID: rand.Text(), Wait: c.Bool("wait") || timeout > 0,
+		Acquire: backend.AcquireOptions{TTL: policy.TTL, Holder: holder, RunID: rand.Text(), Wait: c.Bool("wait") || timeout > 0,
 			MinHold: minHold, Info: holderInfo(argv, os.Getenv)},
-		Policy:   policy,
-		Timeout:  timeout,
-		Busy:     busy,
-		Backend:  describeBackend(raw, b),
-		Path:     path,
-		Args:     argv,
-		Stdio:    [3]*os.File{st.stdin, st.stdout, st.stderr},
-		Watchdog: []string{"/proc/self/exe", "watchdog", strconv.Itoa(os.Getpid())},
-		Log:      log.With("key", key),
+		Policy:     policy,
+		Timeout:    timeout,
+		MaxRun:     maxRun,
+		BackendURL: describeBackend(raw, b),
+		Path:       path,
+		Args:       argv,
+		Stdio:      [3]*os.File{st.stdin, st.stdout, st.stderr},
+		Watchdog:   &watchdog.Self,
+		Log:        log.With("key", key),
 	})
-	return waits.ended(err)
+	return withBusyCode(waits.ended(err), busy)
 }
 
 // watchdogCommand is the hidden command lockrun starts beside the user's
-// command: it holds the kill deadline while lockrun cannot (see
-// runner.Watch).
+// command: it holds the kill deadline while lockrun cannot (see package
+// watchdog, which owns its arguments).
 func watchdogCommand() *cli.Command {
 	return &cli.Command{
-		Name:   "watchdog",
+		Name:   watchdog.Subcommand,
 		Hidden: true,
 		Action: func(c *cli.Context) error {
-			pid, err := strconv.Atoi(c.Args().First())
-			if err != nil || pid <= 0 || c.Args().Len() > 2 {
-				return usagef("watchdog: want the pid of lockrun, and the command's cgroup if it has one")
+			err := watchdog.Main(os.Stdin, c.Args().Slice())
+			if errors.Is(err, watchdog.ErrUsage) {
+				return usageError{err}
 			}
-			return runner.Watch(os.Stdin, pid, c.Args().Get(1))
+			return err
 		},
 	}
 }

@@ -160,9 +160,8 @@ func (a *announcer) ended(err error) error {
 	a.mu.Lock()
 	h, out, granted := a.holder, a.waitedOut, a.granted
 	a.mu.Unlock()
-	var exit *runner.ExitError
-	if out && h.Held && errors.Is(err, backend.ErrHeld) && errors.As(err, &exit) && exit.Err != nil {
-		return &runner.ExitError{Code: exit.Code, Err: fmt.Errorf("%w; held by %s", exit.Err, heldBy(h, time.Now()))}
+	if out && h.Held && errors.Is(err, backend.ErrHeld) {
+		return fmt.Errorf("%w; held by %s", err, heldBy(h, time.Now()))
 	}
 	if !granted.IsZero() {
 		a.log.Debug("command ended", "ran", time.Since(granted), "exit_code", exitCode(err), "how", howEnded(err))
