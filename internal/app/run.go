@@ -32,7 +32,8 @@ EXAMPLES:
 EXIT STATUS:
    the command's own status (128+N if signal N killed it); 75 lock busy (--conflict-exit-code);
    76 lock lost (or its watchdog died), command stopped; 124 --max-run reached, command stopped;
-   64 usage error; 69 backend unavailable; 70 internal error; 126 command not executable;
+   64 usage error; 69 backend unavailable; 77 permission or authentication refused;
+   78 backend not set up as configured; 70 internal error; 126 command not executable;
    127 command not found`
 
 func runCommand(st *state) *cli.Command {
@@ -60,7 +61,7 @@ func runCommand(st *state) *cli.Command {
 // commonFlags are the flags of every command.
 func commonFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "backend", Aliases: []string{"b"}, EnvVars: env("BACKEND"), Usage: "where locks live: file:///dir, redis://, etcd://, postgres://, zk://", DefaultText: "the embedded file backend"},
+		&cli.StringFlag{Name: "backend", Aliases: []string{"b"}, EnvVars: env("BACKEND"), Usage: "where locks live: file:///dir, redis://, etcd://, postgres://, zk://, redlock://", DefaultText: "the embedded file backend"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, EnvVars: env("QUIET"), Usage: "print errors only; say nothing when the lock is busy"},
 		&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: env("LOG_FORMAT"), Usage: "text or json, on stderr"},
 	}
