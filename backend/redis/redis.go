@@ -70,9 +70,30 @@ func (b *Backend) probe(ctx context.Context) error {
 		return errors.As(err, &answered)
 	})
 	if err != nil {
-		return fmt.Errorf("%w: connecting to redis: %w", backend.ErrUnavailable, err)
+		return fmt.Errorf("%w: connecting to redis: %w", refusal(err), err)
 	}
 	return nil
+}
+
+// refusal is the sentinel of an error the probe ended on: a server that
+// refused our credentials or ACL (backend.ErrPermission, exit 77) or has
+// no such database (backend.ErrConfig, exit 78) will say so again, so
+// neither is an outage (backend.ErrUnavailable, exit 69).
+func refusal(err error) error {
+	var answered goredis.Error
+	if !errors.As(err, &answered) {
+		return backend.ErrUnavailable
+	}
+	msg := answered.Error()
+	for _, p := range []string{"WRONGPASS", "NOAUTH", "NOPERM"} {
+		if strings.HasPrefix(msg, p) {
+			return backend.ErrPermission
+		}
+	}
+	if strings.HasPrefix(msg, "ERR DB index is out of range") {
+		return backend.ErrConfig
+	}
+	return backend.ErrUnavailable
 }
 
 // Close closes the backend's connections.

@@ -56,16 +56,16 @@ func TestParseURL(t *testing.T) {
 	}
 }
 
-// ACL users log in with user:password; a wrong password is unavailable,
-// and never printed.
+// ACL users log in with user:password; a wrong password is a permission
+// error (exit 77, as the README says), and never printed.
 func TestACLUser(t *testing.T) {
 	srv := redistest.Start(t, "--user", "alice", "on", ">s3cret", "~*", "&*", "+@all", "--user", "default", "off")
 	b := open(t, "redis://alice:s3cret@"+srv.Addr()+"/0")
 	l := backendtest.MustAcquire(t, b, "k", opts("h", time.Minute))
 	l.Release(t.Context())
 	for _, raw := range []string{"redis://alice:wrong-pw@" + srv.Addr(), "redis://" + srv.Addr()} {
-		if _, err := tryOpen(raw); !errors.Is(err, backend.ErrUnavailable) || strings.Contains(err.Error(), "wrong-pw") {
-			t.Errorf("OpenURL(%s) = %v; want ErrUnavailable, without the password", backend.Redact(raw), err)
+		if _, err := tryOpen(raw); !errors.Is(err, backend.ErrPermission) || strings.Contains(err.Error(), "wrong-pw") {
+			t.Errorf("OpenURL(%s) = %v; want ErrPermission, without the password", backend.Redact(raw), err)
 		}
 	}
 }
