@@ -8,8 +8,8 @@ import (
 	"github.com/lockrun/lockrun/backend"
 )
 
-// errRefused marks a probe that a master refused (credentials, ACL): final
-// at once, since retrying will not help.
+// errRefused marks a probe that a master refused (credentials, ACL, no
+// such database): final at once, since retrying will not help.
 var errRefused = errors.New("refused")
 
 // probe pings every master at once, with backend.Probe's retries, until a
@@ -29,7 +29,7 @@ func (b *Backend) probe(ctx context.Context) error {
 		})
 		if n := answered(rs); n < b.quorum {
 			last = b.noQuorum("connect", "", n, errorsOf(rs))
-			if errors.Is(last, backend.ErrPermission) {
+			if errors.Is(last, backend.ErrPermission) || errors.Is(last, backend.ErrConfig) {
 				return errRefused
 			}
 			return last

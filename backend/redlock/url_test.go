@@ -70,6 +70,15 @@ func TestACLUser(t *testing.T) {
 	}
 }
 
+// A database the masters do not have is a configuration error (exit 78),
+// not an outage (69) that cron would retry for ever.
+func TestMissingDatabaseIsConfig(t *testing.T) {
+	raw := strings.TrimSuffix(urlOf(masters(t, 3)), "/0") + "/99"
+	if _, err := tryOpen(raw); !errors.Is(err, backend.ErrConfig) || errors.Is(err, backend.ErrUnavailable) {
+		t.Errorf("OpenURL(%s) = %v; want ErrConfig, not ErrUnavailable", raw, err)
+	}
+}
+
 // TLS: every master is verified against ca_file, and the client
 // certificate is presented.
 func TestTLS(t *testing.T) {
