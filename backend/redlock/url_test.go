@@ -108,3 +108,16 @@ func mustParse(t *testing.T, raw string) *url.URL {
 	}
 	return u
 }
+
+// One server named twice under two names (127.0.0.1 and localhost) is
+// not two masters: a "majority" of it is one server, and Redlock's
+// tolerance of a lost master is gone. The masters say who they are
+// (INFO's run_id); duplicates are a configuration error (exit 78).
+func TestOneServerUnderTwoNamesIsRefused(t *testing.T) {
+	s := masters(t, 2)
+	_, port, _ := strings.Cut(s[0].Addr(), ":")
+	raw := "redlock://" + s[0].Addr() + ",localhost:" + port + "," + s[1].Addr() + "/0"
+	if _, err := tryOpen(raw); !errors.Is(err, backend.ErrConfig) {
+		t.Errorf("OpenURL(%s) = %v; want ErrConfig", raw, err)
+	}
+}
