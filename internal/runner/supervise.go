@@ -9,6 +9,7 @@ import (
 
 	"github.com/lockrun/lockrun/backend"
 	"github.com/lockrun/lockrun/internal/clock"
+	"golang.org/x/sys/unix"
 )
 
 // forwarded are the signals lockrun passes on to the command's process
@@ -132,7 +133,7 @@ func (s *supervisor) reportCgroupKill(err error) {
 // describe says how a process ended.
 func describe(ws syscall.WaitStatus) string {
 	if ws.Signaled() {
-		return "killed by " + ws.Signal().String()
+		return "killed by " + unix.SignalName(ws.Signal()) // Signal().String() is "killed"
 	}
 	return fmt.Sprintf("exit status %d", ws.ExitStatus())
 }
