@@ -38,7 +38,7 @@ func runCommand(st *state) *cli.Command {
 		UsageText:    "lockrun run [flags] KEY -- COMMAND [ARG...]",
 		Description:  runDescription,
 		OnUsageError: onUsageError,
-		Flags: append(commonFlags(),
+		Flags: append(append(commonFlags(), runFlags()...),
 			&cli.DurationFlag{Name: "ttl", Value: 30 * time.Second, EnvVars: env("TTL"), Usage: "lease length: how long the lock outlives a holder that stops renewing"},
 			&cli.DurationFlag{Name: "heartbeat", EnvVars: env("HEARTBEAT"), Usage: "time between renewals", DefaultText: "ttl/3"},
 			&cli.DurationFlag{Name: "kill-grace", EnvVars: env("KILL_GRACE"), Usage: "time from SIGTERM to SIGKILL when the lock is lost", DefaultText: "ttl/6, at most 5s"},
@@ -99,26 +99,45 @@ func (st *state) run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	raw := c.String("backend")
-	b, err := openBackend(c.Context, raw)
-	if err != nil {
+	if err := checkMetricsFile(c.String("metrics-file")); err != nil {
 		return err
 	}
-	defer b.Close()
-	return runner.Run(c.Context, runner.Job{
+	raw := c.String("backend")
+	job := runner.Job{
 		Key:      key,
-		Locker:   b,
 		Lease:    backend.AcquireOptions{TTL: policy.TTL, Holder: holder, RunID: rand.Text(), Wait: c.Bool("wait") || timeout > 0},
 		Policy:   policy,
 		Timeout:  timeout,
 		Busy:     busy,
-		Backend:  describeBackend(raw, b),
+		Backend:  backend.Redact(raw),
 		Path:     path,
 		Args:     argv,
 		Stdio:    [3]*os.File{st.stdin, st.stdout, st.stderr},
 		Watchdog: []string{"/proc/self/exe", "watchdog", strconv.Itoa(os.Getpid())},
 		Log:      log.With("key", key),
-	})
+		FailOpen: c.Bool("fail-open"),
+		Stats:    &runner.Stats{},
+	}
+	err = st.runJob(c, raw, job)
+	if file := c.String("metrics-file"); file != "" {
+		figures := runFigures{key: key, stats: *job.Stats, status: exitCode(err), end: time.Now()}
+		if merr := writeMetrics(file, figures); merr != nil {
+			log.Error("could not write the metrics file", "err", merr)
+		}
+	}
+	return err
+}
+
+// runJob opens the backend and runs job under its lock, or without one if
+// the job may fail open and the backend cannot be reached.
+func (st *state) runJob(c *cli.Context, raw string, job runner.Job) error {
+	b, err := openBackend(c.Context, raw)
+	if err != nil {
+		return failOpenAfterOpen(c, job, err)
+	}
+	defer b.Close()
+	job.Locker, job.Backend = b, describeBackend(raw, b)
+	return runner.Run(c.Context, job)
 }
 
 // watchdogCommand is the hidden command lockrun starts beside the user's

@@ -146,7 +146,7 @@ func (k *Keeper) loop(ctx context.Context, sent time.Time) {
 			sent, lastErr = s, nil
 			next = s.Add(p.Interval)
 			k.extended(s)
-			k.log.Debug("lease renewed", "took", time.Since(s).Round(time.Microsecond), "kill_by", time.Until(p.KillAt(s)).Round(time.Millisecond))
+			k.log.Debug("lease renewed", "event", "renewed", "took", time.Since(s).Round(time.Microsecond), "kill_by", time.Until(p.KillAt(s)).Round(time.Millisecond))
 		case errors.Is(err, errStopped):
 			return
 		case errors.Is(err, backend.ErrLost):
@@ -155,7 +155,7 @@ func (k *Keeper) loop(ctx context.Context, sent time.Time) {
 		default:
 			lastErr = err
 			next = time.Now().Add(p.retryAfter())
-			k.log.Warn("lease renewal failed; retrying", "err", err, "term_in", time.Until(termAt).Round(time.Millisecond))
+			k.log.Warn("lease renewal failed; retrying", "event", "renewal_failed", "err", err, "term_in", time.Until(termAt).Round(time.Millisecond))
 		}
 	}
 }

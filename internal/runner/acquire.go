@@ -31,6 +31,9 @@ func acquire(ctx context.Context, job Job, sigs <-chan os.Signal) (backend.Lease
 	})
 	defer stopWatch()
 
+	if job.Lease.Wait {
+		job.Log.Debug("waiting for the lock", "event", EventWaiting, "timeout", job.Timeout)
+	}
 	backoff := 200 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		began := time.Now()

@@ -39,6 +39,9 @@ type Job struct {
 	Stdio    [3]*os.File // the command's stdin, stdout, stderr
 	Watchdog []string    // argv of a watchdog process (see Watch), to which the command's cgroup is appended; none if empty
 	Log      *slog.Logger
+
+	FailOpen bool   // run without the lock when the backend cannot be reached (see FailOpenable)
+	Stats    *Stats // filled in with the run's figures; may be nil
 }
 
 // Run runs the job and returns nil when the command exited 0, or an
@@ -58,7 +61,12 @@ func Run(ctx context.Context, job Job) error {
 	if job.Lease.Wait {
 		proc = prepare(job.Watchdog)
 	}
+	asked := time.Now()
 	lease, err := acquire(ctx, job, sigs)
+	job.Stats.waited(time.Since(asked))
+	if err != nil && job.FailOpen && FailOpenable(err) {
+		return runUnlocked(ctx, job, proc, sigs, err)
+	}
 	if err != nil {
 		if proc != nil {
 			proc.abandon()
@@ -69,11 +77,19 @@ func Run(ctx context.Context, job Job) error {
 		proc = prepare(job.Watchdog)
 	}
 	log := job.Log.With("token", lease.Token().String())
-	log.Debug("lock acquired", "ttl", lease.TTL(), "took", time.Since(lease.Start()).Round(time.Microsecond))
+	log.Debug("lock acquired", "event", EventAcquired, "ttl", lease.TTL(), "took", time.Since(lease.Start()).Round(time.Microsecond))
 
+	began := time.Now()
 	status, lost, cause, err := runCommand(ctx, job, proc, lease, sigs, log)
 	release(job, lease, lost, log)
 	<-proc.reaped // the watchdog and the cgroup go after the lock, off the hand-off path
+	if err == nil {
+		job.Stats.ran(time.Since(began))
+		log.Debug("command exited", "event", EventExited, "status", status, "lost", lost)
+	}
+	if lost {
+		job.Stats.lost()
+	}
 	switch {
 	case err != nil:
 		return err
@@ -158,7 +174,7 @@ func release(job Job, lease backend.Lease, lost bool, log *slog.Logger) {
 	err := lease.Release(ctx)
 	switch {
 	case err == nil:
-		log.Debug("lock released")
+		log.Debug("lock released", "event", EventReleased)
 	case errors.Is(err, backend.ErrLost) && lost:
 	case errors.Is(err, backend.ErrLost):
 		log.Warn("lock was lost by the time the command ended", "err", err)

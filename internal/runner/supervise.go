@@ -46,7 +46,7 @@ func (s *supervisor) wait() (syscall.WaitStatus, bool) {
 		case <-lostCh:
 			lostCh, lost = nil, true
 			killBy := s.loss.KillBy()
-			s.log.Error("lock lost: stopping the command", "pid", s.p.pid, "kill_in", time.Until(killBy).Round(time.Millisecond))
+			s.log.Error("lock lost: stopping the command", "event", EventLost, "pid", s.p.pid, "kill_in", time.Until(killBy).Round(time.Millisecond))
 			s.p.arm(killBy.Add(s.backstop)) // the watchdog, too, kills by the new deadline
 			s.p.signalAll(syscall.SIGTERM)
 			kill = time.After(time.Until(killBy))
