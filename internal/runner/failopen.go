@@ -81,7 +81,7 @@ func runUnlocked(_ context.Context, job Job, proc *process, sigs <-chan os.Signa
 	s.cleanup(false)
 	<-proc.reaped
 	status := statusCode(ws)
-	job.Stats.ran(time.Since(began))
+	job.Stats.ran(time.Since(began), false)
 	job.Log.Debug("command exited", "event", EventExited, "status", status, "fail_open", true)
 	if status != 0 {
 		return &ExitError{Code: status}

@@ -81,15 +81,12 @@ func Run(ctx context.Context, job Job) error {
 
 	began := time.Now()
 	status, lost, cause, err := runCommand(ctx, job, proc, lease, sigs, log)
-	release(job, lease, lost, log)
-	<-proc.reaped // the watchdog and the cgroup go after the lock, off the hand-off path
 	if err == nil {
-		job.Stats.ran(time.Since(began))
+		job.Stats.ran(time.Since(began), lost)
 		log.Debug("command exited", "event", EventExited, "status", status, "lost", lost)
 	}
-	if lost {
-		job.Stats.lost()
-	}
+	release(job, lease, lost, log)
+	<-proc.reaped // the watchdog and the cgroup go after the lock, off the hand-off path
 	switch {
 	case err != nil:
 		return err

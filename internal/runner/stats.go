@@ -32,15 +32,9 @@ func (s *Stats) waited(d time.Duration) {
 	}
 }
 
-func (s *Stats) ran(d time.Duration) {
+func (s *Stats) ran(d time.Duration, lost bool) {
 	if s != nil {
-		s.Started, s.Ran = true, d
-	}
-}
-
-func (s *Stats) lost() {
-	if s != nil {
-		s.Lost = true
+		s.Started, s.Ran, s.Lost = true, d, lost
 	}
 }
 
