@@ -46,13 +46,13 @@ type runFigures struct {
 // format, atomically (a hidden temporary file in the same directory,
 // fsynced, then renamed over path), so that node_exporter's textfile
 // collector never reads half a file. The last success time is this run's
-// end if it exited 0, else the one the previous file recorded for the key.
+// end if its command ran and lockrun exited 0, else the one the previous file recorded for the key.
 func writeMetrics(path string, r runFigures) error {
 	success, err := previousSuccess(path, r.key)
 	if err != nil {
 		return err
 	}
-	if r.status == 0 {
+	if r.status == 0 && r.stats.Started { // not a busy run under --conflict-exit-code 0
 		success = float64(r.end.UnixMilli()) / 1e3
 	}
 	text := formatMetrics(r, success)
@@ -124,7 +124,7 @@ func formatMetrics(r runFigures, success float64) string {
 	gauge("lockrun_fail_open", "1 if the last run ran its command without the lock (--fail-open).", bool01(r.stats.FailOpen))
 	gauge("lockrun_last_run_timestamp_seconds", "Unix time at which the last run ended.", float64(r.end.UnixMilli())/1e3)
 	if success > 0 {
-		gauge(lastSuccess, "Unix time at which the last run that exited 0 ended.", success)
+		gauge(lastSuccess, "Unix time at which the last run whose command ran and exited 0 ended.", success)
 	}
 	return b.String()
 }

@@ -105,6 +105,14 @@ func TestMetricsFileRecordsEachRunAndTheLastSuccess(t *testing.T) {
 	if m["lockrun_wait_seconds"] < 0.3 || m["lockrun_run_seconds"] != 0 || m["lockrun_last_success_timestamp_seconds"] != success {
 		t.Errorf("busy: %v; want wait_seconds >= 0.3, run_seconds 0, the success kept", m)
 	}
+	// A fleet's crontab treats busy as fine (exit 0): that host did not
+	// run the job, so it is no success.
+	if r := metricsRun("-q", "--conflict-exit-code", "0", "nightly", "--", "true"); r.Code != 0 {
+		t.Fatalf("busy run with --conflict-exit-code 0: exit %d, %s", r.Code, r.Stderr)
+	}
+	if m = readMetrics(t, prom, "nightly"); m["lockrun_last_success_timestamp_seconds"] != success {
+		t.Errorf("busy run with --conflict-exit-code 0: %v; want the success %v kept", m, success)
+	}
 	holder.Process.Kill()
 	holder.Wait()
 
