@@ -10,6 +10,8 @@ command -v redis-server >/dev/null || need+=(redis-server)
 command -v etcd >/dev/null || need+=(etcd-server)
 command -v etcdctl >/dev/null || need+=(etcd-client)
 command -v flock >/dev/null || need+=(util-linux)
+[ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null || need+=(zookeeper)
+[ -f /usr/lib/python3/dist-packages/kazoo/recipe/lock.py ] || need+=(python3-kazoo)
 # the release check reads the installed man page; the completion tests
 # drive bash, zsh and fish
 command -v man >/dev/null || need+=(man-db)

@@ -16,8 +16,9 @@ import (
 
 // holderInfo is the value of a queue entry.
 type holderInfo struct {
-	Holder string `json:"holder,omitempty"`
-	RunID  string `json:"run_id,omitempty"`
+	Holder string        `json:"holder,omitempty"`
+	RunID  string        `json:"run_id,omitempty"`
+	Token  backend.Token `json:"token,omitempty,string"` // none in etcdctl lock's entries
 }
 
 // entry is one contender's place in a key's queue.
@@ -27,7 +28,8 @@ type entry struct {
 	id    clientv3.LeaseID
 	ttl   time.Duration // as granted
 	start time.Time     // sent time of the grant
-	rev   int64         // the entry's create revision: the token
+	rev   int64         // the entry's create revision: its place in the queue
+	token backend.Token // the fencing token written in the entry
 }
 
 // Acquire grants a lease of the TTL rounded up to whole seconds (etcd's
@@ -93,46 +95,49 @@ func (b *Backend) grant(ctx context.Context, key string, ttl time.Duration) (ent
 	return e, nil
 }
 
-// enqueue writes e's entry and bumps the token counter in one transaction.
-// Unless always, it writes only when no entry exists. It returns the
-// oldest entry when that is not e's (the holder), or nil when e holds.
+// enqueue writes e's entry with the next token (see enqueueTxn), in one
+// transaction in the usual case. Unless always, it writes only when no
+// entry exists. It returns the oldest entry when that is not e's (the
+// holder), or nil when e holds.
 func (b *Backend) enqueue(ctx context.Context, e *entry, o backend.AcquireOptions, always bool) (*mvccpb.KeyValue, error) {
-	val, err := json.Marshal(holderInfo{Holder: o.Holder, RunID: o.RunID})
-	if err != nil {
-		return nil, err
+	var last backend.Token
+	for range tokenTries {
+		tok, err := nextToken(last, time.Now())
+		if err != nil {
+			return nil, fmt.Errorf("%s: lock %q: %w", b.addr, e.key, err)
+		}
+		val, err := json.Marshal(holderInfo{Holder: o.Holder, RunID: o.RunID, Token: tok})
+		if err != nil {
+			return nil, err
+		}
+		r, err := b.enqueueTxn(ctx, e, val, tok, always)
+		switch {
+		case err != nil:
+			return nil, b.failed(ctx, "taking the lock", e.key, err)
+		case r.written:
+			e.rev, e.token = r.rev, tok
+			if r.oldest != nil && r.oldest.CreateRevision != e.rev {
+				return r.oldest, nil
+			}
+			return nil, nil
+		case r.oldest != nil && !always:
+			return r.oldest, nil
+		case r.counter == nil:
+			return nil, b.unavailable("taking the lock", e.key, errors.New("the token counter vanished"))
+		}
+		// The counter is at or above our clock: count on from it.
+		if last, err = parseCounter(r.counter); err != nil {
+			return nil, b.unavailable("issuing a token", e.key, err)
+		}
 	}
-	pfx := b.queuePrefix(e.key)
-	cond := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix()}
-	if always {
-		cond = nil
-	}
-	oldest := clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)
-	rctx, cancel := b.bounded(ctx)
-	defer cancel()
-	resp, err := b.cli.Txn(rctx).If(cond...).Then(
-		clientv3.OpPut(e.name, string(val), clientv3.WithLease(e.id)),
-		clientv3.OpPut(b.counterKey(e.key), ""),
-		oldest,
-	).Else(oldest).Commit()
-	if err != nil {
-		return nil, b.failed(ctx, "taking the lock", e.key, err)
-	}
-	last := resp.Responses[len(resp.Responses)-1].GetResponseRange().Kvs
-	if !resp.Succeeded { // the Else read saw the same, non-empty, queue
-		return last[0], nil
-	}
-	e.rev = resp.Header.Revision
-	if len(last) > 0 && last[0].CreateRevision != e.rev {
-		return last[0], nil
-	}
-	return nil, nil
+	return nil, b.unavailable("issuing a token", e.key, fmt.Errorf("the token counter moved on %d times in a row", tokenTries))
 }
 
 // status describes a key held by the entry kv.
 func (b *Backend) status(key string, kv *mvccpb.KeyValue) backend.Status {
 	var h holderInfo
 	_ = json.Unmarshal(kv.Value, &h) // entries of etcdctl lock are empty
-	return backend.Status{Key: key, Held: true, Holder: h.Holder, RunID: h.RunID, Token: backend.Token(kv.CreateRevision)}
+	return backend.Status{Key: key, Held: true, Holder: h.Holder, RunID: h.RunID, Token: entryToken(kv)}
 }
 
 // revoke drops a lease that will not be used, with its entry if any, even

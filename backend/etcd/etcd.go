@@ -1,22 +1,33 @@
 // Package etcd is lockrun's backend for etcd v3: one lease per holder, the
-// lock taken in a transaction, FIFO waiting, and the holder's key's create
-// revision as the fencing token.
+// lock taken in a transaction, FIFO waiting, and a fencing token on the
+// wall clock's scale kept in a per-key counter.
 //
 // Layout under the prefix P (default /lockrun/), for lock key K:
 //
 //	P K/<lease id in hex>  one queue entry per contender, attached to its
 //	                       lease; the entry with the lowest create
 //	                       revision holds the lock
-//	P K                    written with every queue entry: its mod revision
-//	                       is the highest token handed out or reserved
+//	P K                    the token counter, written with every queue
+//	                       entry: the highest token handed out or reserved
 //	                       for K, so the next holder's token is higher
 //
 // This is the layout of etcd's concurrency.Mutex, so `etcdctl lock P K`
-// and lockrun exclude each other. The token is cluster-wide monotonic: a
-// new entry's create revision is above every revision before it, and the
-// holder is always the oldest live entry, so every grant's token is above
-// the one before. It is what etcdctl lock hands its command as
-// ETCD_LOCK_REV.
+// and lockrun exclude each other.
+//
+// Tokens: a queue entry carries its token, written in the transaction
+// that queues it together with the counter, and only while the counter is
+// below it (see enqueueTxn). The token is the local wall clock in
+// microseconds, or the counter plus one when that clock is behind it, so
+// tokens are on the scale of the other backends' and keep growing when the
+// cluster's data is lost: a wiped cluster has no counter, and starts again
+// from the clock. The holder is always the oldest live entry, and entries
+// are queued in the counter's order, so every grant's token is above the
+// one before. A host whose clock is behind the counter costs a round trip
+// more (it counts on from the counter); one whose clock is ahead pushes
+// the counter ahead with it. After a wipe the tokens stay above the old
+// ones if the first host to queue has a clock ahead of the last token
+// issued before: no clock that issued tokens ran ahead of it by more than
+// the time between the last grant before the loss and the first after.
 package etcd
 
 import (

@@ -21,8 +21,8 @@ type lease struct {
 
 func (b *Backend) newLease(e entry) *lease { return &lease{b: b, e: e, start: e.start} }
 
-// Token is the create revision of the holder's entry.
-func (l *lease) Token() backend.Token { return backend.Token(l.e.rev) }
+// Token is the token written in the holder's entry (see enqueueTxn).
+func (l *lease) Token() backend.Token { return l.e.token }
 
 // TTL is the TTL etcd granted: the asked one rounded up to whole seconds,
 // or etcd's minimum (1.5 election timeouts) if that is longer.

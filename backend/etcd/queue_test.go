@@ -30,15 +30,18 @@ func waitQueued(t testing.TB, c *clientv3.Client, key string, n int) {
 	etcdtest.WaitQueued(t, c, DefaultPrefix+key+"/", n)
 }
 
-func TestTokenIsTheEntrysCreateRevision(t *testing.T) {
+func TestTokenIsInTheEntryAndTheCounter(t *testing.T) {
 	srv := etcdtest.Start(t)
 	b, c, key := openTest(t, srv.URL()), srv.Client(t), backendtest.Key(t)
 	var last backend.Token
 	for i := range 3 {
 		l := backendtest.MustAcquire(t, b, key, opts("a", i%2 == 0))
 		resp, err := c.Get(t.Context(), DefaultPrefix+key+"/", clientv3.WithPrefix())
-		if err != nil || len(resp.Kvs) != 1 || backend.Token(resp.Kvs[0].CreateRevision) != l.Token() || l.Token() <= last {
+		if err != nil || len(resp.Kvs) != 1 || entryToken(resp.Kvs[0]) != l.Token() || l.Token() <= last {
 			t.Fatalf("acquisition %d: token %d after %d; etcd holds %v, %v", i, l.Token(), last, resp.Kvs, err)
+		}
+		if got := counterValue(t, c, key); got != formatToken(l.Token()) {
+			t.Fatalf("acquisition %d: token %d, counter %q", i, l.Token(), got)
 		}
 		last = l.Token()
 		if err := l.Release(t.Context()); err != nil {
@@ -111,7 +114,7 @@ func TestQueuedWaiterKeepsItsPlaceAndStartsAfresh(t *testing.T) {
 	}
 	defer w.Release(context.Background())
 	resp, err := c.Get(t.Context(), queued)
-	if err != nil || len(resp.Kvs) != 1 || backend.Token(resp.Kvs[0].CreateRevision) != w.Token() {
+	if err != nil || len(resp.Kvs) != 1 || entryToken(resp.Kvs[0]) != w.Token() {
 		t.Errorf("the waiter holds with token %d, not with the entry it queued (%v, %v)", w.Token(), resp.Kvs, err)
 	}
 	if w.Start().Before(released) {

@@ -31,12 +31,12 @@ func ownEntry(kv *mvccpb.KeyValue, o backend.AcquireOptions) bool {
 // reclaim takes over kv, the holding entry that this run wrote in an
 // earlier try. One keep-alive restarts its lease's TTL, and the lease's
 // Start is when that was sent (see restartTTL), so the deadline never
-// counts from the lost try's grant; the token stays the entry's create
-// revision. It fails with errEvicted when the lease or the entry went
+// counts from the lost try's grant; the token stays the one written in the
+// entry. It fails with errEvicted when the lease or the entry went
 // away meanwhile, or when the lease was granted less than ttl (then it is
 // revoked): the caller queues afresh.
 func (b *Backend) reclaim(ctx context.Context, key string, kv *mvccpb.KeyValue, ttl time.Duration) (*lease, error) {
-	e := entry{key: key, name: string(kv.Key), id: clientv3.LeaseID(kv.Lease), rev: kv.CreateRevision}
+	e := entry{key: key, name: string(kv.Key), id: clientv3.LeaseID(kv.Lease), rev: kv.CreateRevision, token: entryToken(kv)}
 	if err := b.restartTTL(ctx, &e, "renewing this run's earlier lease"); err != nil {
 		return nil, err
 	}

@@ -28,8 +28,12 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.Status, erro
 	holder := resp.Responses[0].GetResponseRange().Kvs
 	if len(holder) == 0 {
 		st := backend.Status{Key: key}
-		if counter := resp.Responses[1].GetResponseRange().Kvs; len(counter) > 0 {
-			st.Token = backend.Token(counter[0].ModRevision)
+		if counter := firstKV(resp.Responses[1]); counter != nil {
+			tok, err := parseCounter(counter)
+			if err != nil {
+				return st, b.unavailable("reading the lock", key, err)
+			}
+			st.Token = tok
 		}
 		return st, nil
 	}
@@ -44,7 +48,8 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.Status, erro
 
 // ForceRelease revokes the holder's lease, which deletes its entry: the
 // next in line takes over, and the holder's next renewal finds its lease
-// gone (ErrLost). Tokens are revisions, so nothing can lower them.
+// gone (ErrLost). The token counter is left alone, so the next grant's
+// token is still higher.
 func (b *Backend) ForceRelease(ctx context.Context, key string) error {
 	if err := backend.ValidateKey(key); err != nil {
 		return err

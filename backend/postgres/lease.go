@@ -19,6 +19,7 @@ type lease struct {
 	token backend.Token
 	ttl   time.Duration
 	start time.Time
+	skew  time.Duration // the server's clock ahead of ours at the grant, at least
 }
 
 func (l *lease) Token() backend.Token { return l.token }
@@ -26,6 +27,11 @@ func (l *lease) TTL() time.Duration   { return l.ttl }
 
 // Start is the local time just before the acquiring statement was sent.
 func (l *lease) Start() time.Time { return l.start }
+
+// ClockSkew is how far the server's clock was at least ahead of the local
+// one (negative: behind) when the lease was granted: the lease expires on
+// the server's clock, so a step of that clock moves the expiry.
+func (l *lease) ClockSkew() (time.Duration, bool) { return l.skew, true }
 
 // Renew extends the lease by its TTL from the server's now, only if this
 // run still holds it and it has not expired; see sql/renew.sql.

@@ -109,21 +109,23 @@ func (b *Backend) tryAcquire(ctx context.Context, c *pgx.Conn, key string, o bac
 	ttl := roundUp(o.TTL)
 	st := backend.Status{Key: key, Held: true}
 	for range raceRetries {
-		var left int64
+		var left, server int64
 		var ours bool
 		var start time.Time
 		err := b.retryMissingTable(ctx, c, func() error {
 			start = time.Now()
 			return c.QueryRow(ctx, b.sql.acquire, key, o.Holder, o.RunID, ttl.Microseconds()).
-				Scan(&st.Token, &st.Holder, &st.RunID, &left, &ours)
+				Scan(&st.Token, &st.Holder, &st.RunID, &left, &ours, &server)
 		})
+		end := time.Now()
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			continue // a concurrent first acquirer of the key won
 		case err != nil:
-			return nil, err
+			return nil, tokenRange(err)
 		case ours: // this statement started the lease's TTL, after start
-			return &lease{b: b, key: key, runID: o.RunID, token: st.Token, ttl: ttl, start: start}, nil
+			skew := backend.Skew(start, end, time.UnixMicro(server))
+			return &lease{b: b, key: key, runID: o.RunID, token: st.Token, ttl: ttl, start: start, skew: skew}, nil
 		case left > 0 && st.RunID != o.RunID:
 			st.TTL = time.Duration(left) * time.Microsecond
 			return nil, &backend.HeldError{Status: st}

@@ -90,18 +90,19 @@ func (b *Backend) try(ctx context.Context, r request, waiter, place string) (att
 	start := time.Now() // before the request: the server's TTL starts later
 	res, err := b.scripts.acquire.Run(ctx, b.client, keys, r.ttlMS, r.o.RunID, r.o.Holder, waiter, place).Slice()
 	if err != nil {
-		return attempt{}, b.unavailable("acquire", r.key, err)
+		return attempt{}, b.acquireFailed(r.key, err)
 	}
-	a, err := b.parseAttempt(r, res, start)
+	a, err := b.parseAttempt(r, res, start, time.Now())
 	if err != nil {
 		return attempt{}, b.unavailable("acquire", r.key, err)
 	}
 	return a, nil
 }
 
-// parseAttempt reads acquire.lua's reply: {granted, value, ms[, place]},
-// where ms is the granted TTL, or the holder's PTTL (-1: no expiry).
-func (b *Backend) parseAttempt(r request, res []any, start time.Time) (attempt, error) {
+// parseAttempt reads acquire.lua's reply: {granted, value, ms[, place or
+// server time]}, where ms is the granted TTL, or the holder's PTTL (-1: no
+// expiry); start and end are the local times around the request.
+func (b *Backend) parseAttempt(r request, res []any, start, end time.Time) (attempt, error) {
 	if len(res) < 3 {
 		return attempt{}, fmt.Errorf("%w: acquire reply %v", errMalformed, res)
 	}
@@ -114,7 +115,12 @@ func (b *Backend) parseAttempt(r request, res []any, start time.Time) (attempt, 
 	}
 	if granted == 1 {
 		ttl := time.Duration(ms) * time.Millisecond
-		return attempt{lease: &lease{b: b, key: r.key, names: r.names, value: value, token: st.Token, ttl: ttl, start: start}}, nil
+		l := &lease{b: b, key: r.key, names: r.names, value: value, token: st.Token, ttl: ttl, start: start}
+		if len(res) > 3 {
+			us, _ := res[3].(int64)
+			l.skew, l.skewKnown = backend.Skew(start, end, time.UnixMicro(us)), true
+		}
+		return attempt{lease: l}, nil
 	}
 	a := attempt{held: st, retry: st.TTL}
 	if ms < 0 { // a lock without expiry was not written by lockrun; look again after a TTL

@@ -18,6 +18,9 @@ type lease struct {
 	token backend.Token
 	ttl   time.Duration
 	start time.Time
+
+	skew      time.Duration // the server's clock ahead of ours at the grant, at least
+	skewKnown bool
 }
 
 // Token is the fencing token of this grant.
@@ -28,6 +31,11 @@ func (l *lease) TTL() time.Duration { return l.ttl }
 
 // Start is the local time just before the acquiring request was sent.
 func (l *lease) Start() time.Time { return l.start }
+
+// ClockSkew is how far the server's clock was at least ahead of the local
+// one (negative: behind) at the grant: the lock expires on the server's
+// clock, so a step of that clock moves the expiry.
+func (l *lease) ClockSkew() (time.Duration, bool) { return l.skew, l.skewKnown }
 
 // Renew sets the lock's expiry to TTL from now if the lock still holds this
 // lease's value, and returns an error wrapping backend.ErrLost if not.

@@ -14,7 +14,10 @@
 // replica that missed writes; the clock keeps the token above everything
 // handed out before, provided the server's clock (every replica's) never
 // steps back by more than the time between the last grant before the loss
-// and the first after it.
+// and the first after it. The counter is read and compared as text, never
+// as a Lua number (a double, exact only up to 2^53), so tokens are exact
+// up to INCR's limit, 2^63-1; past it a grant fails with
+// backend.ErrTokenRange.
 //
 // Waiting: a waiter subscribes to its own channel, then tries; when the
 // lock is held the same script puts it in a queue ordered by arrival. A
@@ -120,4 +123,15 @@ func parseValue(key, v string, pttl time.Duration) (backend.Status, error) {
 // the granted TTL must not be shorter than the one asked for.
 func millis(d time.Duration) int64 {
 	return max(int64((d+time.Millisecond-1)/time.Millisecond), 1)
+}
+
+// acquireFailed wraps an error of acquire.lua: the counter's own refusal
+// to grow (see next_token in lib.lua) is backend.ErrTokenRange, anything
+// else is unavailable.
+func (b *Backend) acquireFailed(key string, err error) error {
+	var reply goredis.Error
+	if errors.As(err, &reply) && strings.HasPrefix(reply.Error(), "TOKENRANGE ") {
+		return fmt.Errorf("redis %s: lock %q: %w (counter %s)", b.url, key, backend.ErrTokenRange, strings.TrimPrefix(reply.Error(), "TOKENRANGE "))
+	}
+	return b.unavailable("acquire", key, err)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/internal/logwriter"
 	"github.com/lockrun/lockrun/internal/runner"
 )
 
@@ -22,6 +23,9 @@ func Main(ctx context.Context, args []string, stdin, stdout, stderr *os.File) in
 	st := &state{stdin: stdin, stdout: stdout, stderr: stderr}
 	err := newApp(st).RunContext(ctx, args)
 	st.report(err)
+	if st.logw != nil {
+		st.logw.Flush(flushWait)
+	}
 	return exitCode(err)
 }
 
@@ -30,6 +34,7 @@ func Main(ctx context.Context, args []string, stdin, stdout, stderr *os.File) in
 type state struct {
 	stdin, stdout, stderr *os.File
 	log                   *slog.Logger
+	logw                  *logwriter.Writer // run's stderr for lockrun's own lines, which never blocks
 	quiet, json           bool
 }
 
@@ -73,7 +78,11 @@ func (st *state) report(err error) {
 		return
 	}
 	if !st.json {
-		fmt.Fprintf(st.stderr, "lockrun: %v\n", err)
+		var w io.Writer = st.stderr
+		if st.logw != nil {
+			w = st.logw
+		}
+		fmt.Fprintf(w, "lockrun: %v\n", err)
 		return
 	}
 	st.log.Error(err.Error(), "exit_code", exitCode(err))

@@ -11,6 +11,8 @@ import (
 	"github.com/lockrun/lockrun/backend/file"
 	"github.com/lockrun/lockrun/backend/postgres"
 	"github.com/lockrun/lockrun/backend/redis"
+	"github.com/lockrun/lockrun/backend/redlock"
+	"github.com/lockrun/lockrun/backend/zookeeper"
 )
 
 // openBackend opens the backend that raw names by its scheme; an empty raw
@@ -38,17 +40,24 @@ func openBackend(ctx context.Context, raw string) (backend.Backend, error) {
 		redis.DisableClientLogs() // its failures reach us as errors; stderr is the command's too
 		b, err := redis.OpenURL(ctx, u)
 		return b, wrapURL(raw, err)
+	case "redlock", "redlocks":
+		redis.DisableClientLogs()
+		b, err := redlock.OpenURL(ctx, u)
+		return b, wrapURL(raw, err)
 	case "etcd", "etcds":
 		b, err := etcd.OpenURL(ctx, u)
 		return b, wrapURL(raw, err)
 	case "postgres", "postgresql":
 		b, err := postgres.OpenURL(u)
 		return b, wrapURL(raw, err)
+	case "zk", "zks":
+		b, err := zookeeper.OpenURL(ctx, u)
+		return b, wrapURL(raw, err)
 	case "":
 		// Not shown: a typo of a URL may still hold its password.
-		return nil, usagef("--backend: not a URL (no scheme): use file:///dir, redis://host, etcd://host or postgres://host/db")
+		return nil, usagef("--backend: not a URL (no scheme): use file:///dir, redis://host, etcd://host, postgres://host/db or zk://host")
 	}
-	return nil, usagef("--backend %s: unknown scheme %q: use file, redis, rediss, etcd, etcds, postgres or postgresql", backend.Redact(raw), u.Scheme)
+	return nil, usagef("--backend %s: unknown scheme %q: use file, redis, rediss, redlock, redlocks, etcd, etcds, postgres, postgresql, zk or zks", backend.Redact(raw), u.Scheme)
 }
 
 // wrapURL names the (redacted) URL in an error from opening it.

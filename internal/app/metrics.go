@@ -119,7 +119,7 @@ func formatMetrics(r runFigures, success float64) string {
 	}
 	gauge("lockrun_wait_seconds", "Time the last run spent asking for the lock, waiting included.", r.stats.Waited.Seconds())
 	gauge("lockrun_run_seconds", "Time the last run's command ran, its leftover processes included; 0 if it did not start.", r.stats.Ran.Seconds())
-	gauge("lockrun_exit_status", "Exit status of the last run of lockrun (75 busy, 76 lock lost, 69 backend unavailable, ...).", float64(r.status))
+	gauge("lockrun_exit_status", "Exit status of the last run of lockrun (75 busy, 76 lock lost, 124 --max-run, 69 backend unavailable, ...).", float64(r.status))
 	gauge("lockrun_lock_lost", "1 if the last run lost the lock while its command ran.", bool01(r.stats.Lost))
 	gauge("lockrun_fail_open", "1 if the last run ran its command without the lock (--fail-open).", bool01(r.stats.FailOpen))
 	gauge("lockrun_last_run_timestamp_seconds", "Unix time at which the last run ended.", float64(r.end.UnixMilli())/1e3)

@@ -2,6 +2,8 @@ package app
 
 import (
 	"crypto/rand"
+	"errors"
+	"math"
 	"os"
 	"strconv"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/lockrun/lockrun/backend"
 	"github.com/lockrun/lockrun/internal/heartbeat"
 	"github.com/lockrun/lockrun/internal/runner"
+	"github.com/lockrun/lockrun/internal/watchdog"
 )
 
 const runDescription = `Flags come before KEY. Every flag can also be set with its LOCKRUN_* variable.
@@ -28,8 +31,9 @@ EXAMPLES:
 
 EXIT STATUS:
    the command's own status (128+N if signal N killed it); 75 lock busy (--conflict-exit-code);
-   76 lock lost, command killed; 64 usage error; 69 backend unavailable; 70 internal error;
-   126 command not executable; 127 command not found`
+   76 lock lost (or its watchdog died), command stopped; 124 --max-run reached, command stopped;
+   64 usage error; 69 backend unavailable; 70 internal error; 126 command not executable;
+   127 command not found`
 
 func runCommand(st *state) *cli.Command {
 	return &cli.Command{
@@ -44,7 +48,8 @@ func runCommand(st *state) *cli.Command {
 			&cli.DurationFlag{Name: "kill-grace", EnvVars: env("KILL_GRACE"), Usage: "time from SIGTERM to SIGKILL when the lock is lost", DefaultText: "ttl/6, at most 5s"},
 			&cli.BoolFlag{Name: "wait", Aliases: []string{"w"}, EnvVars: env("WAIT"), Usage: "wait for the lock instead of exiting when it is busy"},
 			&cli.DurationFlag{Name: "timeout", EnvVars: env("TIMEOUT"), Usage: "wait at most this long for the lock, then exit busy (implies --wait)"},
-			&cli.IntFlag{Name: "conflict-exit-code", Value: runner.ExitBusy, EnvVars: env("CONFLICT_EXIT_CODE"), Usage: "exit status when the lock is busy"},
+			&cli.StringFlag{Name: "max-run", EnvVars: env("MAX_RUN"), Usage: "stop the command (SIGTERM, kill grace, SIGKILL) once it has run this long, and exit 124; a bare number is seconds", DefaultText: "no limit"},
+			&cli.IntFlag{Name: "conflict-exit-code", Value: ExitBusy, EnvVars: env("CONFLICT_EXIT_CODE"), Usage: "exit status when the lock is busy"},
 			&cli.StringFlag{Name: "holder", EnvVars: env("HOLDER"), Usage: "who holds the lock, as others see it", DefaultText: "host:pid"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, EnvVars: env("VERBOSE"), Usage: "log the lock's life: acquired, renewed, released"},
 		),
@@ -55,7 +60,7 @@ func runCommand(st *state) *cli.Command {
 // commonFlags are the flags of every command.
 func commonFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "backend", Aliases: []string{"b"}, EnvVars: env("BACKEND"), Usage: "where locks live: file:///dir, redis://, etcd://, postgres://", DefaultText: "the embedded file backend"},
+		&cli.StringFlag{Name: "backend", Aliases: []string{"b"}, EnvVars: env("BACKEND"), Usage: "where locks live: file:///dir, redis://, etcd://, postgres://, zk://", DefaultText: "the embedded file backend"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, EnvVars: env("QUIET"), Usage: "print errors only; say nothing when the lock is busy"},
 		&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: env("LOG_FORMAT"), Usage: "text or json, on stderr"},
 	}
@@ -64,7 +69,8 @@ func commonFlags() []cli.Flag {
 func env(name string) []string { return []string{"LOCKRUN_" + name} }
 
 func (st *state) run(c *cli.Context) error {
-	log, err := st.logTo(st.stderr, c.String("log-format"), c.Bool("quiet"), c.Bool("verbose"))
+	st.logw = newLogWriter(st.stderr, c.String("log-format"))
+	log, err := st.logTo(st.logw, c.String("log-format"), c.Bool("quiet"), c.Bool("verbose"))
 	if err != nil {
 		return err
 	}
@@ -87,6 +93,10 @@ func (st *state) run(c *cli.Context) error {
 	if timeout < 0 {
 		return usagef("--timeout %v must not be negative", timeout)
 	}
+	maxRun, err := seconds(c.String("max-run"))
+	if err != nil || maxRun < 0 {
+		return usagef("--max-run %q: use a duration such as 90s, 15m or 2h, or a number of seconds", c.String("max-run"))
+	}
 	busy := c.Int("conflict-exit-code")
 	if busy < 0 || busy > 255 {
 		return usagef("--conflict-exit-code %d must be within 0..255", busy)
@@ -105,20 +115,19 @@ func (st *state) run(c *cli.Context) error {
 	raw := c.String("backend")
 	job := runner.Job{
 		Key:      key,
-		Lease:    backend.AcquireOptions{TTL: policy.TTL, Holder: holder, RunID: rand.Text(), Wait: c.Bool("wait") || timeout > 0},
+		Acquire:  backend.AcquireOptions{TTL: policy.TTL, Holder: holder, RunID: rand.Text(), Wait: c.Bool("wait") || timeout > 0},
 		Policy:   policy,
 		Timeout:  timeout,
-		Busy:     busy,
-		Backend:  backend.Redact(raw),
+		MaxRun:   maxRun,
 		Path:     path,
 		Args:     argv,
 		Stdio:    [3]*os.File{st.stdin, st.stdout, st.stderr},
-		Watchdog: []string{"/proc/self/exe", "watchdog", strconv.Itoa(os.Getpid())},
+		Watchdog: &watchdog.Self,
 		Log:      log.With("key", key),
 		FailOpen: c.Bool("fail-open"),
 		Stats:    &runner.Stats{},
 	}
-	err = st.runJob(c, raw, job)
+	err = withBusyCode(st.runJob(c, raw, job), busy)
 	if file := c.String("metrics-file"); file != "" {
 		figures := runFigures{key: key, stats: *job.Stats, status: exitCode(err), end: time.Now()}
 		if merr := writeMetrics(file, figures); merr != nil {
@@ -133,26 +142,42 @@ func (st *state) run(c *cli.Context) error {
 func (st *state) runJob(c *cli.Context, raw string, job runner.Job) error {
 	b, err := openBackend(c.Context, raw)
 	if err != nil {
+		job.BackendURL = backend.Redact(raw)
 		return failOpenAfterOpen(c, job, err)
 	}
 	defer b.Close()
-	job.Locker, job.Backend = b, describeBackend(raw, b)
+	job.Locker, job.BackendURL = b, describeBackend(raw, b)
 	return runner.Run(c.Context, job)
 }
 
+// seconds parses a duration flag: a Go duration, or a bare number of
+// seconds as flock(1) and timeout(1) take; empty is 0.
+func seconds(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		if f > float64(math.MaxInt64)/float64(time.Second) {
+			return 0, strconv.ErrRange
+		}
+		return time.Duration(f * float64(time.Second)), nil
+	}
+	return time.ParseDuration(s)
+}
+
 // watchdogCommand is the hidden command lockrun starts beside the user's
-// command: it holds the kill deadline while lockrun cannot (see
-// runner.Watch).
+// command: it holds the kill deadline while lockrun cannot (see package
+// watchdog, which owns its arguments).
 func watchdogCommand() *cli.Command {
 	return &cli.Command{
-		Name:   "watchdog",
+		Name:   watchdog.Subcommand,
 		Hidden: true,
 		Action: func(c *cli.Context) error {
-			pid, err := strconv.Atoi(c.Args().First())
-			if err != nil || pid <= 0 || c.Args().Len() > 2 {
-				return usagef("watchdog: want the pid of lockrun, and the command's cgroup if it has one")
+			err := watchdog.Main(os.Stdin, c.Args().Slice())
+			if errors.Is(err, watchdog.ErrUsage) {
+				return usageError{err}
 			}
-			return runner.Watch(os.Stdin, pid, c.Args().Get(1))
+			return err
 		},
 	}
 }

@@ -38,6 +38,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("AcquireInspectRelease", s.acquireInspectRelease)
 	t.Run("HeldReportsTheHolder", s.heldReportsTheHolder)
 	t.Run("TokensStrictlyIncrease", s.tokensStrictlyIncrease)
+	t.Run("TokensFollowTheClock", s.tokensFollowTheClock)
 	t.Run("ExactlyOneWinner", s.exactlyOneWinner)
 	t.Run("WaitersTakeTurns", s.waitersTakeTurns)
 	t.Run("WaitWakesOnRelease", s.waitWakesOnRelease)

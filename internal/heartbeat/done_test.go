@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/internal/clock"
 )
 
 // doneLease is a lease that can tell at once that it is lost (as the file
@@ -33,7 +34,7 @@ func TestALeaseThatSaysItIsLostIsLostAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := testPolicy(t) // 1 s heartbeat
 		lease := &doneLease{done: make(chan struct{})}
-		k := Start(t.Context(), lease, p, time.Now())
+		k := Start(t.Context(), lease, p, time.Now(), WithClock(clock.Runtime))
 		defer k.Stop()
 		time.Sleep(1500 * time.Millisecond)
 		close(lease.done)

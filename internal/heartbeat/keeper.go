@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/internal/clock"
 )
 
 // Renewer is the part of a lease the heartbeat needs.
@@ -25,6 +26,7 @@ var errStopped = errors.New("heartbeat stopped")
 type Keeper struct {
 	lease  Renewer
 	policy Policy
+	clock  clock.Clock
 	log    *slog.Logger
 	onLive func(killAt time.Time)
 
@@ -45,18 +47,23 @@ type Option func(*Keeper)
 // WithLogger makes the keeper log renewals (debug) and failures (warn).
 func WithLogger(l *slog.Logger) Option { return func(k *Keeper) { k.log = l } }
 
+// WithClock keeps the keeper's deadlines on c (default clock.Boot, which
+// counts suspend); sent, given to Start, must be a time on c.
+func WithClock(c clock.Clock) Option { return func(k *Keeper) { k.clock = c } }
+
 // OnExtend calls f with the new kill deadline after the acquisition and
 // after every successful renewal, from the keeper's goroutine; f must not
 // block. It lets a watchdog outside this process hold the deadline.
 func OnExtend(f func(killAt time.Time)) Option { return func(k *Keeper) { k.onLive = f } }
 
-// Start begins renewing lease, acquired by a request sent at sent, under
-// policy p. Renewal calls use ctx for values only: they end by the kill
+// Start begins renewing lease, acquired by a request sent at sent (on the
+// keeper's clock, see WithClock), under policy p. Renewal calls use ctx for values only: they end by the kill
 // deadline whatever ctx does, and the keeper runs until Stop.
 func Start(ctx context.Context, lease Renewer, p Policy, sent time.Time, opts ...Option) *Keeper {
 	k := &Keeper{
 		lease:  lease,
 		policy: p,
+		clock:  clock.Boot,
 		log:    slog.New(slog.DiscardHandler),
 		lost:   make(chan struct{}),
 		stop:   make(chan struct{}),
@@ -121,41 +128,38 @@ func (k *Keeper) loop(ctx context.Context, sent time.Time) {
 	wake := doneOf(k.lease)
 	for {
 		termAt := p.TermAt(sent)
-		now := time.Now()
+		now := k.clock.Now()
 		if !now.Before(termAt) {
 			k.lose(expired(lastErr), p.KillAt(sent))
 			return
 		}
 		if now.Before(next) {
-			t := time.NewTimer(minTime(next, termAt).Sub(now))
-			select {
-			case <-k.stop:
-				t.Stop()
+			ok, woken := k.sleep(minTime(next, termAt), wake)
+			if !ok {
 				return
-			case <-t.C:
-			case <-wake: // the lease says it is lost: renew now to learn why
-				t.Stop()
-				wake, next = nil, time.Now()
+			}
+			if woken { // the lease says it is lost: renew now to learn why
+				wake, next = nil, k.clock.Now()
 			}
 			continue // re-check the deadline before renewing
 		}
-		s := time.Now()
+		s := k.clock.Now()
 		err := k.renew(ctx, termAt)
 		switch {
 		case err == nil:
 			sent, lastErr = s, nil
 			next = s.Add(p.Interval)
 			k.extended(s)
-			k.log.Debug("lease renewed", "event", "renewed", "took", time.Since(s).Round(time.Microsecond), "kill_by", time.Until(p.KillAt(s)).Round(time.Millisecond))
+			k.log.Debug("lease renewed", "event", "renewed", "took", k.clock.Now().Sub(s).Round(time.Microsecond), "kill_by", p.KillAt(s).Sub(k.clock.Now()).Round(time.Millisecond))
 		case errors.Is(err, errStopped):
 			return
 		case errors.Is(err, backend.ErrLost):
-			k.lose(err, minTime(time.Now().Add(p.Grace), p.KillAt(sent)))
+			k.lose(err, minTime(k.clock.Now().Add(p.Grace), p.KillAt(sent)))
 			return
 		default:
 			lastErr = err
-			next = time.Now().Add(p.retryAfter())
-			k.log.Warn("lease renewal failed; retrying", "event", "renewal_failed", "err", err, "term_in", time.Until(termAt).Round(time.Millisecond))
+			next = k.clock.Now().Add(p.retryAfter())
+			k.log.Warn("lease renewal failed; retrying", "event", "renewal_failed", "err", err, "term_in", termAt.Sub(k.clock.Now()).Round(time.Millisecond))
 		}
 	}
 }
@@ -165,7 +169,9 @@ func (k *Keeper) loop(ctx context.Context, sent time.Time) {
 // (Stop then waits for it to return, which a lease that honours its
 // context does at once.)
 func (k *Keeper) renew(ctx context.Context, termAt time.Time) error {
-	rctx, cancel := context.WithDeadline(ctx, termAt)
+	// A context's deadline is on Go's clock, which a suspend holds back;
+	// the wait below is on the keeper's, and cancels it.
+	rctx, cancel := context.WithTimeout(ctx, termAt.Sub(k.clock.Now()))
 	res := make(chan error, 1)
 	k.inflight.Add(1)
 	go func() {
@@ -173,17 +179,32 @@ func (k *Keeper) renew(ctx context.Context, termAt time.Time) error {
 		defer cancel()
 		res <- k.lease.Renew(rctx)
 	}()
-	t := time.NewTimer(time.Until(termAt))
-	defer t.Stop()
+	due, stop := k.clock.At(termAt)
+	defer stop()
 	select {
 	case err := <-res:
 		return err
-	case <-t.C:
+	case <-due:
 		cancel()
 		return fmt.Errorf("renewal still unanswered at the term deadline: %w", context.DeadlineExceeded)
 	case <-k.stop:
 		cancel()
 		return errStopped
+	}
+}
+
+// sleep waits until at on the keeper's clock, or until wake fires; ok is
+// false when Stop came first, woken true when wake did.
+func (k *Keeper) sleep(at time.Time, wake <-chan struct{}) (ok, woken bool) {
+	due, stop := k.clock.At(at)
+	defer stop()
+	select {
+	case <-k.stop:
+		return false, false
+	case <-due:
+		return true, false
+	case <-wake:
+		return true, true
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/internal/clock"
 )
 
 // step is how one fake renewal behaves: it answers err after delay, or
@@ -85,7 +86,7 @@ func TestRenewsOnScheduleAndNeverLoses(t *testing.T) {
 		lease := &fakeLease{}
 		start := time.Now()
 		var extends []time.Time
-		k := Start(t.Context(), lease, p, start, OnExtend(func(at time.Time) { extends = append(extends, at) }))
+		k := Start(t.Context(), lease, p, start, OnExtend(func(at time.Time) { extends = append(extends, at) }), WithClock(clock.Runtime))
 		time.Sleep(10*time.Second + time.Millisecond)
 		select {
 		case <-k.Lost():
@@ -114,7 +115,7 @@ func TestFailingRenewalsLoseAtTheTermDeadline(t *testing.T) {
 		boom := errors.New("connection refused")
 		lease := &fakeLease{script: repeat(step{err: boom}, 100)}
 		start := time.Now()
-		k := Start(t.Context(), lease, p, start)
+		k := Start(t.Context(), lease, p, start, WithClock(clock.Runtime))
 		at := lostAt(t, k, p.TTL)
 		if !at.Equal(p.TermAt(start)) {
 			t.Errorf("lost at +%v, want the term deadline +%v", at.Sub(start), p.TermAt(start).Sub(start))
@@ -137,7 +138,7 @@ func TestHangingRenewalCannotHoldThePastDeadline(t *testing.T) {
 		p := testPolicy(t)
 		lease := &fakeLease{script: []step{{hang: true}}}
 		start := time.Now()
-		k := Start(t.Context(), lease, p, start)
+		k := Start(t.Context(), lease, p, start, WithClock(clock.Runtime))
 		at := lostAt(t, k, p.TTL)
 		if !at.Equal(p.TermAt(start)) {
 			t.Errorf("lost at +%v, want +%v", at.Sub(start), p.TermAt(start).Sub(start))
@@ -154,7 +155,7 @@ func TestLateSuccessCountsFromTheSendTime(t *testing.T) {
 		p := testPolicy(t)
 		lease := &fakeLease{script: []step{{delay: 1200 * time.Millisecond}, {hang: true}}}
 		start := time.Now()
-		k := Start(t.Context(), lease, p, start)
+		k := Start(t.Context(), lease, p, start, WithClock(clock.Runtime))
 		time.Sleep(2300 * time.Millisecond) // the first renewal, sent at +1s, answered at +2.2s
 		firstSent := start.Add(time.Second)
 		if got := k.KillBy(); !got.Equal(p.KillAt(firstSent)) {
@@ -173,7 +174,7 @@ func TestErrLostStartsTheKillAtOnce(t *testing.T) {
 		p := testPolicy(t)
 		lease := &fakeLease{script: []step{{err: fmt.Errorf("key k: %w", backend.ErrLost)}}}
 		start := time.Now()
-		k := Start(t.Context(), lease, p, start)
+		k := Start(t.Context(), lease, p, start, WithClock(clock.Runtime))
 		at := lostAt(t, k, p.TTL)
 		if want := start.Add(p.Interval); !at.Equal(want) {
 			t.Errorf("lost at +%v, want at the first renewal +%v", at.Sub(start), want.Sub(start))
@@ -198,7 +199,7 @@ func TestErrLostNearTheDeadlineKeepsTheKillDeadline(t *testing.T) {
 		// the grace must not push the kill past the deadline.
 		lease := &fakeLease{script: append(repeat(step{err: errors.New("timeout")}, 5), step{err: backend.ErrLost})}
 		start := time.Now()
-		k := Start(t.Context(), lease, p, start)
+		k := Start(t.Context(), lease, p, start, WithClock(clock.Runtime))
 		lostAt(t, k, p.TTL)
 		if k.KillBy().After(p.KillAt(start)) {
 			t.Errorf("kill by +%v is after the kill deadline +%v", k.KillBy().Sub(start), p.KillAt(start).Sub(start))
@@ -211,7 +212,7 @@ func TestStaleAcquisitionIsLostAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := testPolicy(t)
 		start := time.Now().Add(-p.TTL) // the acquire reply took longer than the TTL
-		k := Start(t.Context(), &fakeLease{}, p, start)
+		k := Start(t.Context(), &fakeLease{}, p, start, WithClock(clock.Runtime))
 		at := lostAt(t, k, time.Second)
 		if !at.Equal(time.Now()) || k.KillBy().After(time.Now()) {
 			t.Errorf("stale lease: lost at %v, kill by %v; want both now", at, k.KillBy())
@@ -223,7 +224,7 @@ func TestStaleAcquisitionIsLostAtOnce(t *testing.T) {
 func TestStopInterruptsARenewal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		lease := &fakeLease{script: []step{{hang: true}}}
-		k := Start(t.Context(), lease, testPolicy(t), time.Now())
+		k := Start(t.Context(), lease, testPolicy(t), time.Now(), WithClock(clock.Runtime))
 		time.Sleep(1100 * time.Millisecond)
 		k.Stop()
 		k.Stop()
@@ -248,7 +249,7 @@ func TestStopWaitsForAStubbornRenewalASecondAtMost(t *testing.T) {
 		lease := stubbornLease{make(chan struct{})}
 		defer close(lease.unblock)
 		p := testPolicy(t)
-		k := Start(t.Context(), lease, p, time.Now())
+		k := Start(t.Context(), lease, p, time.Now(), WithClock(clock.Runtime))
 		time.Sleep(p.Interval + time.Millisecond) // the first renewal is in flight
 		begin := time.Now()
 		k.Stop()

@@ -1,7 +1,8 @@
-// Package heartbeat keeps a lease alive and decides, from the local
-// monotonic clock alone, when a lease that could not be renewed must be
-// treated as lost: early enough that the command under the lock is dead
-// before any server can hand the lock to someone else.
+// Package heartbeat keeps a lease alive and decides, from the local clock
+// alone, when a lease that could not be renewed must be treated as lost:
+// early enough that the command under the lock is dead before any server
+// can hand the lock to someone else. The clock is CLOCK_BOOTTIME (see
+// internal/clock), which counts suspend as the servers' lease clocks do.
 //
 // The model: T is the TTL, s the local time at which the last successful
 // renewal (or the acquisition) was sent, ε the allowed clock-rate drift. The

@@ -18,7 +18,7 @@ import (
 
 var (
 	mu     sync.Mutex
-	builds = map[string]string{} // package dir → binary
+	builds = map[string]string{} // package dir and tags → binary
 )
 
 // Binary returns the path of a lockrun built from this checkout.
@@ -32,11 +32,16 @@ func Binary(t testing.TB) string {
 // returns the binary's path.
 func Build(t testing.TB, dir string) string {
 	t.Helper()
+	return build(t, dir, "")
+}
+
+func build(t testing.TB, dir, tags string) string {
+	t.Helper()
 	_, self, _, _ := runtime.Caller(0)
 	pkg := filepath.Join(filepath.Dir(self), "..", "..", dir)
 	mu.Lock()
 	defer mu.Unlock()
-	if bin, ok := builds[pkg]; ok {
+	if bin, ok := builds[pkg+" "+tags]; ok {
 		return bin
 	}
 	out, err := os.MkdirTemp("", "lockrun-bin")
@@ -44,10 +49,10 @@ func Build(t testing.TB, dir string) string {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(out, filepath.Base(pkg))
-	if msg, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
-		t.Fatalf("building %s: %v\n%s", pkg, err, msg)
+	if msg, err := exec.Command("go", "build", "-tags", tags, "-o", bin, pkg).CombinedOutput(); err != nil {
+		t.Fatalf("building %s (tags %q): %v\n%s", pkg, tags, err, msg)
 	}
-	builds[pkg] = bin
+	builds[pkg+" "+tags] = bin
 	return bin
 }
 
@@ -123,4 +128,13 @@ func Alive(pid int) bool {
 	}
 	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
 	return len(f) > 0 && f[0] != "Z"
+}
+
+// BuildTags builds the main package in dir (relative to the module root)
+// with the build tags given, once per test process and set of tags, and
+// returns the binary's path: `BuildTags(t, "cmd/lockrun", "testhooks")`
+// is lockrun with its test hooks (see internal/runner/testhook_on.go).
+func BuildTags(t testing.TB, dir string, tags ...string) string {
+	t.Helper()
+	return build(t, dir, strings.Join(tags, ","))
 }

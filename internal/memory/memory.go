@@ -71,7 +71,9 @@ func (b *Backend) Acquire(ctx context.Context, key string, o backend.AcquireOpti
 		b.mu.Lock()
 		e := b.entry(key)
 		if e.expires.IsZero() {
-			e.holder, e.runID, e.token = o.Holder, o.RunID, e.token+1
+			// As every backend: above the last token, and never below
+			// the wall clock in microseconds.
+			e.holder, e.runID, e.token = o.Holder, o.RunID, max(e.token+1, backend.ClockToken(start))
 			e.expires = start.Add(o.TTL)
 			b.notify()
 			b.mu.Unlock()

@@ -23,10 +23,12 @@ const (
 	Both = Up | Down             // both ways
 )
 
-// Proxy forwards connections from Addr to an upstream address.
+// Proxy forwards connections from Addr to an upstream address, and from
+// the addresses that Also adds to theirs, all under the same faults.
 type Proxy struct {
 	ln       net.Listener
 	upstream string
+	more     []net.Listener // from Also
 
 	mu      sync.Mutex
 	held    Direction
@@ -47,9 +49,27 @@ func Start(t testing.TB, upstream string) *Proxy {
 	}
 	p := &Proxy{ln: ln, upstream: upstream, changed: make(chan struct{}), conns: make(map[net.Conn]struct{})}
 	p.wg.Add(1)
-	go p.accept()
+	go p.accept(ln, upstream)
 	t.Cleanup(p.Close)
 	return p
+}
+
+// Also listens on another free loopback port, forwarding to upstream
+// under the same holds, latency and resets, and returns that port's
+// host:port: one switch for a link to several servers (a partition that
+// cuts a majority of a Redlock set). Traffic counts all of them.
+func (p *Proxy) Also(t testing.TB, upstream string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	p.more = append(p.more, ln)
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go p.accept(ln, upstream)
+	return ln.Addr().String()
 }
 
 // Addr is the host:port clients should dial.
@@ -111,6 +131,11 @@ func (p *Proxy) Reset() {
 // Close stops the proxy and closes every connection.
 func (p *Proxy) Close() {
 	_ = p.ln.Close()
+	p.mu.Lock()
+	for _, ln := range p.more {
+		_ = ln.Close()
+	}
+	p.mu.Unlock()
 	p.Heal()
 	p.Reset()
 	p.wg.Wait()
@@ -143,14 +168,14 @@ func (p *Proxy) gate(dir Direction) time.Duration {
 	}
 }
 
-func (p *Proxy) accept() {
+func (p *Proxy) accept(ln net.Listener, upstream string) {
 	defer p.wg.Done()
 	for {
-		c, err := p.ln.Accept()
+		c, err := ln.Accept()
 		if err != nil {
 			return
 		}
-		u, err := net.Dial("tcp", p.upstream)
+		u, err := net.Dial("tcp", upstream)
 		if err != nil {
 			_ = c.Close()
 			continue
@@ -193,11 +218,12 @@ func (p *Proxy) pipe(dst, src net.Conn, dir Direction) {
 			if d := p.gate(dir); d > 0 {
 				time.Sleep(d)
 			}
-			sent := time.Now()
+			// Counted as it is written, not after: the peer may read the
+			// chunk, and act on it, before a count taken afterwards.
+			p.count(dir, n, time.Now())
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
-			p.count(dir, n, sent)
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) {

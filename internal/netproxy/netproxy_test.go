@@ -110,3 +110,23 @@ func TestTrafficCountsForwardedChunks(t *testing.T) {
 	}
 	p.Heal()
 }
+
+// A port added with Also forwards to its own upstream under the same
+// holds as the first.
+func TestAlsoSharesTheFaults(t *testing.T) {
+	p := Start(t, echo(t))
+	c, err := net.Dial("tcp", p.Also(t, echo(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	if l, err := roundTrip(c, r, time.Second); err != nil || l != "ping\n" {
+		t.Fatalf("through the second port: %q, %v", l, err)
+	}
+	p.Hold(Both)
+	if _, err := roundTrip(c, r, 100*time.Millisecond); err == nil {
+		t.Fatal("a round trip passed through the second port with the proxy held")
+	}
+	p.Heal()
+}

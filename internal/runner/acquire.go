@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/internal/clock"
 )
 
 // connectAttempts bounds the retries when the backend is unreachable: a
@@ -16,9 +18,15 @@ import (
 // within a few seconds.
 const connectAttempts = 3
 
+// grant is a lease and the time its request was sent, on the job's clock.
+type grant struct {
+	lease backend.Lease
+	sent  time.Time
+}
+
 // acquire takes the lease, waiting if the job says so, until the timeout or
 // a signal. It refuses a lease that arrived too late to be renewed in time.
-func acquire(ctx context.Context, job Job, sigs <-chan os.Signal) (backend.Lease, error) {
+func acquire(ctx context.Context, job Job, sigs <-chan os.Signal) (grant, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if job.Timeout > 0 {
@@ -27,34 +35,36 @@ func acquire(ctx context.Context, job Job, sigs <-chan os.Signal) (backend.Lease
 		defer stop()
 	}
 	stopWatch := watchSignals(sigs, func(sig os.Signal) {
-		cancel(&ExitError{Code: signalStatus(sig), Err: fmt.Errorf("interrupted by %v while waiting for lock %q", sig, job.Key)})
+		cancel(&ExitError{Code: signalStatus(sig.(syscall.Signal)), Err: fmt.Errorf("interrupted by %v while waiting for lock %q", sig, job.Key)})
 	})
 	defer stopWatch()
 
-	if job.Lease.Wait {
+	if job.Acquire.Wait {
 		job.Log.Debug("waiting for the lock", "event", EventWaiting, "timeout", job.Timeout)
 	}
 	backoff := 200 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		began := time.Now()
-		lease, err := job.Locker.Acquire(ctx, job.Key, job.Lease)
-		if job.Lease.Wait && time.Since(began) > waitedLong {
+		began, bootBegan := time.Now(), job.Clock.Now()
+		lease, err := job.Locker.Acquire(ctx, job.Key, job.Acquire)
+		if job.Acquire.Wait && time.Since(began) > waitedLong {
 			// The backend answered and this waiter waited: a failure after
 			// that is a new blip, not the next of a run of failures. Without
 			// --wait a slow failure is still a failure: three at most.
 			attempt, backoff = 1, 200*time.Millisecond
 		}
+		var g grant
 		if err == nil {
-			err = fresh(ctx, job, lease)
+			g = grant{lease, sentOn(job.Clock, lease.Start(), began, bootBegan)}
+			err = fresh(ctx, job, g)
 		}
 		if err == nil {
 			if stopWatch() == nil {
-				return lease, nil
+				return g, nil
 			}
 			giveBack(ctx, lease) // a signal came with the lease
 		}
 		if cause := context.Cause(ctx); cause != nil {
-			return nil, acquireError(job, cause)
+			return grant{}, acquireError(job, cause)
 		}
 		if errors.Is(err, backend.ErrUnavailable) && attempt < connectAttempts {
 			job.Log.Debug("backend unavailable; retrying", "attempt", attempt, "err", err)
@@ -63,10 +73,10 @@ func acquire(ctx context.Context, job Job, sigs <-chan os.Signal) (backend.Lease
 				backoff = min(2*backoff, 5*time.Second)
 				continue
 			case <-ctx.Done():
-				return nil, acquireError(job, context.Cause(ctx))
+				return grant{}, acquireError(job, context.Cause(ctx))
 			}
 		}
-		return nil, acquireError(job, err)
+		return grant{}, acquireError(job, err)
 	}
 }
 
@@ -79,34 +89,34 @@ const waitedLong = 5 * time.Second
 // fresh refuses a lease whose reply came so late that less than one
 // heartbeat is left before the command would have to be stopped: starting
 // the command then would only be to kill it.
-func fresh(ctx context.Context, job Job, lease backend.Lease) error {
-	left := time.Until(job.Policy.TermAt(lease.Start()))
-	if left >= job.Policy.Interval {
+func fresh(ctx context.Context, job Job, g grant) error {
+	now := job.Clock.Now()
+	if left := job.Policy.TermAt(g.sent).Sub(now); left >= job.Policy.Interval {
 		return nil
 	}
-	giveBack(ctx, lease)
+	giveBack(ctx, g.lease)
 	return fmt.Errorf("%w: the lock was granted %v after it was asked for, too late to run under a %v lease",
-		backend.ErrUnavailable, time.Since(lease.Start()).Round(10*time.Microsecond), job.Policy.TTL)
+		backend.ErrUnavailable, now.Sub(g.sent).Round(10*time.Microsecond), job.Policy.TTL)
 }
 
-// acquireError turns an acquisition failure into lockrun's exit status.
+// sentOn places start, the lease's request time on Go's clock, on clk:
+// as long before clk's now as it is before Go's, and earlier still by any
+// suspend during the acquisition (began, bootBegan: the call's start on
+// both clocks), which clk counts and Go's clock does not. Earlier is the
+// safe side: the deadlines come sooner.
+func sentOn(clk clock.Clock, start, began, bootBegan time.Time) time.Time {
+	now, bootNow := time.Now(), clk.Now()
+	suspended := max(bootNow.Sub(bootBegan)-now.Sub(began), 0)
+	return bootNow.Add(-now.Sub(start) - suspended)
+}
+
+// acquireError explains an acquisition failure; a timeout wraps
+// backend.ErrHeld, as a busy lock does.
 func acquireError(job Job, err error) error {
-	var exit *ExitError
-	switch {
-	case errors.As(err, &exit):
-		return exit
-	case errors.Is(err, errTimedOut):
-		return &ExitError{Code: job.Busy, Err: fmt.Errorf("timed out after %v waiting for lock %q: %w", job.Timeout, job.Key, backend.ErrHeld)}
-	case errors.Is(err, backend.ErrHeld):
-		return &ExitError{Code: job.Busy, Err: err}
-	case errors.Is(err, backend.ErrPermission):
-		return &ExitError{Code: 77, Err: err} // EX_NOPERM, as in the CLI's table
-	case errors.Is(err, backend.ErrUnavailable):
-		return &ExitError{Code: ExitUnavailable, Err: err}
-	case errors.Is(err, backend.ErrInvalidKey):
-		return &ExitError{Code: ExitUsage, Err: err}
+	if errors.Is(err, errTimedOut) {
+		return fmt.Errorf("timed out after %v waiting for lock %q: %w", job.Timeout, job.Key, backend.ErrHeld)
 	}
-	return &ExitError{Code: ExitSoftware, Err: err}
+	return err
 }
 
 // giveBack releases a lease that will not be used, even when ctx is over.

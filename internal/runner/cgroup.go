@@ -24,7 +24,10 @@ type cgroup struct {
 	fd  int // the directory, for CLONE_INTO_CGROUP
 }
 
-// newCgroup makes an empty cgroup next to lockrun's own processes.
+// newCgroup makes an empty cgroup next to lockrun's own processes, or
+// says why the command will not be contained in one: no cgroup v2, no
+// right to make one, or a kernel without cgroup.kill (before 5.14), whose
+// cgroups cannot be killed at once.
 func newCgroup() (*cgroup, error) {
 	parent, err := ownCgroup()
 	if err != nil {
@@ -33,6 +36,10 @@ func newCgroup() (*cgroup, error) {
 	dir := filepath.Join(parent, "lockrun-"+strings.ToLower(rand.Text()[:12]))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cgroup.kill")); err != nil {
+		_ = os.Remove(dir)
+		return nil, fmt.Errorf("the kernel's cgroups have no cgroup.kill (Linux 5.14): %w", err)
 	}
 	fd, err := unix.Open(dir, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -105,11 +112,4 @@ func (c *cgroup) remove() {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// killCgroup is the watchdog's: kill everything in dir, then remove it.
-func killCgroup(dir string) {
-	c := &cgroup{dir: dir, fd: -1}
-	_ = c.kill()
-	c.remove()
 }

@@ -1,23 +1,30 @@
 package runner
 
 import (
+	"errors"
 	"fmt"
 	"syscall"
 )
 
-// Exit codes of lockrun's own (the child's status is passed through).
-const (
-	ExitUsage       = 64  // bad flags, key or backend URL (EX_USAGE)
-	ExitUnavailable = 69  // the backend cannot be reached (EX_UNAVAILABLE)
-	ExitSoftware    = 70  // anything unexpected (EX_SOFTWARE)
-	ExitBusy        = 75  // lock held by someone else (EX_TEMPFAIL); changeable
-	ExitLost        = 76  // ownership lost while the command ran; it was killed
-	ExitCannotExec  = 126 // the command exists but cannot be executed
-	ExitNotFound    = 127 // the command was not found
+// The runner's errors. Each run's error wraps one of these or a backend
+// sentinel (backend.ErrHeld, ErrLost, ErrUnavailable, ...); the CLI maps
+// them to exit statuses in its one table.
+var (
+	// ErrMaxRun: the command ran for its --max-run and was stopped.
+	ErrMaxRun = errors.New("the command reached its maximum run time")
+	// ErrUnguarded: the watchdog died while the command ran, so the command
+	// was stopped rather than left to run without a guard.
+	ErrUnguarded = errors.New("the watchdog died while the command ran")
+	// ErrNotFound: the command does not exist ("command NAME not found").
+	ErrNotFound = errors.New("not found")
+	// ErrCannotExec: the command exists but exec refused it.
+	ErrCannotExec = errors.New("cannot be executed")
 )
 
-// ExitError carries the status lockrun should exit with. Err explains a
-// status of lockrun's own; it is nil when the status is the child's.
+// ExitError is a status to pass through: the command's own, or 128+N for a
+// run interrupted by signal N before the command started, as if the
+// command had died of it. Err explains a status of lockrun's own; it is
+// nil when the status is the command's.
 type ExitError struct {
 	Code int
 	Err  error
@@ -45,3 +52,7 @@ func statusCode(ws syscall.WaitStatus) int {
 	}
 	return ws.ExitStatus()
 }
+
+// signalStatus is the status of a run interrupted by sig before the
+// command started, as if the command had died of it.
+func signalStatus(sig syscall.Signal) int { return 128 + int(sig) }

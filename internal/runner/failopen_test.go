@@ -14,9 +14,10 @@ func TestFailOpenableOnlyForOutages(t *testing.T) {
 		want bool
 	}{
 		{fmt.Errorf("redis: %w: connection refused", backend.ErrUnavailable), true},
-		{&ExitError{Code: ExitUnavailable, Err: fmt.Errorf("x: %w", backend.ErrUnavailable)}, true},
-		{&ExitError{Code: ExitBusy, Err: backend.ErrHeld}, false},
+		{fmt.Errorf("%w: the lock was granted 3s after it was asked for, too late to run under a 2s lease", backend.ErrUnavailable), true},
+		{fmt.Errorf("timed out after 1s waiting for lock %q: %w", "k", backend.ErrHeld), false},
 		{&ExitError{Code: 143, Err: errors.New("interrupted by terminated while waiting")}, false},
+		{&ExitError{Code: 143, Err: fmt.Errorf("interrupted: %w", backend.ErrUnavailable)}, false},
 		{fmt.Errorf("%w: %w", backend.ErrUnavailable, backend.ErrPermission), false},
 		{fmt.Errorf("%w: %w", backend.ErrUnavailable, backend.ErrConfig), false},
 		{fmt.Errorf("%w: renewing", backend.ErrLost), false},

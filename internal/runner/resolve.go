@@ -19,21 +19,22 @@ func Resolve(name string) (string, error) {
 	return path, nil
 }
 
-// startError maps a failure to start name to 127 when it does not exist and
-// 126 when exec refused it, as shells do; a failure of the system (out of
-// processes or memory, or lockrun's own set-up) is 70, with its cause.
+// startError says why name could not start: ErrNotFound when it does not
+// exist and ErrCannotExec when exec refused it (127 and 126, as shells
+// say); a failure of the system (out of processes or memory, or lockrun's
+// own set-up) wraps neither.
 func startError(name string, err error) error {
 	var pe *fs.PathError
 	var ee *exec.Error
 	switch {
 	case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
-		return &ExitError{Code: ExitNotFound, Err: fmt.Errorf("command %q not found", name)}
+		return fmt.Errorf("command %q %w", name, ErrNotFound)
 	case errors.Is(err, syscall.EAGAIN), errors.Is(err, syscall.ENOMEM):
-		return &ExitError{Code: ExitSoftware, Err: fmt.Errorf("starting command %q: %w", name, unwrapPath(err))}
+		return fmt.Errorf("starting command %q: %w", name, unwrapPath(err))
 	case errors.As(err, &pe), errors.As(err, &ee):
-		return &ExitError{Code: ExitCannotExec, Err: fmt.Errorf("command %q cannot be executed: %w", name, unwrapPath(err))}
+		return fmt.Errorf("command %q %w: %w", name, ErrCannotExec, unwrapPath(err))
 	}
-	return &ExitError{Code: ExitSoftware, Err: fmt.Errorf("starting command %q: %w", name, err)}
+	return fmt.Errorf("starting command %q: %w", name, err)
 }
 
 // unwrapPath drops the path wrapper around a syscall error, which only

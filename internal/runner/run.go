@@ -9,14 +9,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/internal/clock"
 	"github.com/lockrun/lockrun/internal/heartbeat"
+	"github.com/lockrun/lockrun/internal/watchdog"
 )
 
 // Locker is the part of a backend that the runner uses.
@@ -26,43 +28,50 @@ type Locker interface {
 
 // Job is one command to run under one lock.
 type Job struct {
-	Key     string
-	Locker  Locker
-	Lease   backend.AcquireOptions // TTL, holder, run id, wait
-	Policy  heartbeat.Policy
-	Timeout time.Duration // longest wait for the lock; 0 is no limit
-	Busy    int           // exit code when the lock is held; the CLI's default is ExitBusy
-	Backend string        // the backend URL given to the child, already redacted
+	Key        string
+	Locker     Locker
+	Acquire    backend.AcquireOptions // what to ask the backend for: TTL, holder, run id, wait
+	Policy     heartbeat.Policy
+	Timeout    time.Duration // longest wait for the lock; 0 is no limit
+	MaxRun     time.Duration // longest run of the command, then it is stopped (ErrMaxRun); 0 is no limit
+	BackendURL string        // the backend's URL as the command sees it, already redacted
 
-	Path     string      // the resolved command, see Resolve
-	Args     []string    // argv, Args[0] the name as given
-	Stdio    [3]*os.File // the command's stdin, stdout, stderr
-	Watchdog []string    // argv of a watchdog process (see Watch), to which the command's cgroup is appended; none if empty
+	Path     string            // the resolved command, see Resolve
+	Args     []string          // argv, Args[0] the name as given
+	Stdio    [3]*os.File       // the command's stdin, stdout, stderr
+	Watchdog *watchdog.Program // the watchdog to guard the command; none if nil
+	Clock    clock.Clock       // the deadlines' clock; nil is clock.Boot, which counts suspend
 	Log      *slog.Logger
 
 	FailOpen bool   // run without the lock when the backend cannot be reached (see FailOpenable)
 	Stats    *Stats // filled in with the run's figures; may be nil
 }
 
-// Run runs the job and returns nil when the command exited 0, or an
-// *ExitError with the status lockrun should exit with.
+// Run runs the job. It returns nil when the command exited 0; an
+// *ExitError with the command's status when it failed; otherwise an error
+// wrapping what happened: backend.ErrHeld (busy, or timed out),
+// backend.ErrLost (the command was stopped), ErrMaxRun, ErrUnguarded,
+// ErrNotFound, ErrCannotExec, or the backend's own sentinels.
 func Run(ctx context.Context, job Job) error {
+	if job.Clock == nil {
+		job.Clock = clock.Boot
+	}
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 
 	if err := becomeSubreaper(); err != nil {
-		return startError(job.Args[0], err)
+		return err
 	}
 	// A waiter readies the command's guards while it waits, off the
 	// hand-off path; a run that may find the lock busy does not pay for
 	// them before it knows.
 	var proc *process
-	if job.Lease.Wait {
-		proc = prepare(job.Watchdog)
+	if job.Acquire.Wait {
+		proc = prepare(job.Watchdog, job.Clock)
 	}
-	asked := time.Now()
-	lease, err := acquire(ctx, job, sigs)
+	asked := time.Now() // a reported duration: wall time will do
+	g, err := acquire(ctx, job, sigs)
 	job.Stats.waited(time.Since(asked))
 	if err != nil && job.FailOpen && FailOpenable(err) {
 		return runUnlocked(ctx, job, proc, sigs, err)
@@ -74,24 +83,24 @@ func Run(ctx context.Context, job Job) error {
 		return err
 	}
 	if proc == nil {
-		proc = prepare(job.Watchdog)
+		proc = prepare(job.Watchdog, job.Clock)
 	}
-	log := job.Log.With("token", lease.Token().String())
-	log.Debug("lock acquired", "event", EventAcquired, "ttl", lease.TTL(), "took", time.Since(lease.Start()).Round(time.Microsecond))
+	log := job.Log.With("token", g.lease.Token().String())
+	log.Debug("lock acquired", "event", EventAcquired, "ttl", g.lease.TTL(), "took", time.Since(g.lease.Start()).Round(time.Microsecond))
+	warnSkew(log, g.lease, job.Policy.Margin)
 
-	began := time.Now()
-	status, lost, cause, err := runCommand(ctx, job, proc, lease, sigs, log)
+	status, why, err := runCommand(ctx, job, proc, g, sigs, log)
+	lost := errors.Is(why, backend.ErrLost)
 	if err == nil {
-		job.Stats.ran(time.Since(began), lost)
 		log.Debug("command exited", "event", EventExited, "status", status, "lost", lost)
 	}
-	release(job, lease, lost, log)
+	release(job, g.lease, lost, log)
 	<-proc.reaped // the watchdog and the cgroup go after the lock, off the hand-off path
 	switch {
 	case err != nil:
 		return err
-	case lost:
-		return &ExitError{Code: ExitLost, Err: fmt.Errorf("lock %q: %w; the command was stopped", job.Key, cause)}
+	case why != nil:
+		return fmt.Errorf("lock %q: %w; the command was stopped", job.Key, why)
 	case status != 0:
 		return &ExitError{Code: status}
 	}
@@ -99,47 +108,68 @@ func Run(ctx context.Context, job Job) error {
 }
 
 // runCommand starts the command in proc, keeps the lease alive while it
-// runs, and supervises it to its end. It never starts a command without a
-// live lease.
-func runCommand(ctx context.Context, job Job, proc *process, lease backend.Lease, sigs <-chan os.Signal, log *slog.Logger) (status int, lost bool, cause, err error) {
+// runs, and supervises it to its end. It returns the command's status and
+// why it was stopped, if it was. It never starts a command without a live
+// lease, nor after the lease's term deadline.
+func runCommand(ctx context.Context, job Job, proc *process, g grant, sigs <-chan os.Signal, log *slog.Logger) (status int, why, err error) {
 	p := job.Policy
-	if !time.Now().Before(p.TermAt(lease.Start())) {
-		proc.abandon()
-		return 0, false, nil, &ExitError{Code: ExitUnavailable, Err: fmt.Errorf(
-			"lock %q was granted too late to run the command under a %v lease: %w", job.Key, p.TTL, backend.ErrUnavailable)}
-	}
 	env := childEnv(os.Environ(), map[string]string{
-		"LOCKRUN_FENCING_TOKEN": lease.Token().String(),
+		"LOCKRUN_FENCING_TOKEN": g.lease.Token().String(),
 		"LOCKRUN_KEY":           job.Key,
-		"LOCKRUN_HOLDER":        job.Lease.Holder,
-		"LOCKRUN_RUN_ID":        job.Lease.RunID,
+		"LOCKRUN_HOLDER":        job.Acquire.Holder,
+		"LOCKRUN_RUN_ID":        job.Acquire.RunID,
 		"LOCKRUN_TTL":           p.TTL.String(),
-		"LOCKRUN_BACKEND":       job.Backend,
+		"LOCKRUN_BACKEND":       job.BackendURL,
 	})
 	// The watchdog kills halfway between lockrun's own SIGKILL and the
 	// local deadline: a backstop that never pre-empts lockrun.
 	backstop := p.Margin / 2
 	err = proc.start(spec{
-		path: job.Path, argv: job.Args, env: env, files: append(job.Stdio[:], lockFiles(lease)...),
-		killAt: p.KillAt(lease.Start()).Add(backstop),
+		path: job.Path, argv: job.Args, env: env, files: append(job.Stdio[:], lockFiles(g.lease)...),
+		termAt: p.TermAt(g.sent), killAt: p.KillAt(g.sent).Add(backstop),
 	})
 	if err != nil {
-		return 0, false, nil, startError(job.Args[0], err)
+		return 0, nil, notStarted(job, err)
 	}
-	if proc.wdErr != nil {
-		log.Warn("running without a watchdog", "err", proc.wdErr)
-	}
-	keeper := heartbeat.Start(ctx, lease, p, lease.Start(), heartbeat.WithLogger(log),
+	started := job.Clock.Now()
+	reportContainment(proc, log) // after the start: a log line must not delay it
+	keeper := heartbeat.Start(ctx, g.lease, p, g.sent, heartbeat.WithLogger(log), heartbeat.WithClock(job.Clock),
 		heartbeat.OnExtend(func(killAt time.Time) { proc.arm(killAt.Add(backstop)) }))
 	defer keeper.Stop()
-	s := &supervisor{p: proc, loss: keeper, sigs: sigs, grace: p.Grace, backstop: backstop, log: log}
-	ws, lost := s.wait()
-	s.cleanup(lost)
-	cause = keeper.Err()
-	if lost && cause == nil {
-		cause = fmt.Errorf("%w: the lease outlived its kill deadline (was lockrun frozen?)", backend.ErrLost)
+	s := &supervisor{p: proc, loss: keeper, clock: job.Clock, sigs: sigs, grace: p.Grace, backstop: backstop, log: log}
+	if job.MaxRun > 0 {
+		s.maxRunAt = started.Add(job.MaxRun)
 	}
-	return statusCode(ws), lost, cause, nil
+	ws, why := s.wait()
+	s.cleanup()
+	job.Stats.ran(job.Clock.Now().Sub(started), errors.Is(why, backend.ErrLost))
+	return statusCode(ws), why, nil
+}
+
+// notStarted explains why the command did not start.
+func notStarted(job Job, err error) error {
+	switch {
+	case errors.Is(err, errTooLate):
+		return fmt.Errorf("lock %q was granted too late to run the command under a %v lease: %w", job.Key, job.Policy.TTL, err)
+	case errors.Is(err, errNoWatchdog):
+		return fmt.Errorf("lock %q: %w", job.Key, err)
+	}
+	return startError(job.Args[0], err)
+}
+
+// reportContainment says, once, that the command is not contained in a
+// cgroup: where lockrun may make one (root) that is a warning; an
+// unprivileged user without a delegated cgroup never had one, and is told
+// with -v only.
+func reportContainment(p *process, log *slog.Logger) {
+	if p.cgWhy == nil {
+		return
+	}
+	level := slog.LevelWarn
+	if os.Geteuid() != 0 && errors.Is(p.cgWhy, fs.ErrPermission) {
+		level = slog.LevelDebug
+	}
+	log.Log(context.Background(), level, "the command is not contained in a cgroup; processes that leave its group are found by walking /proc", "why", p.cgWhy.Error())
 }
 
 // filesLease is a lease held by open files, as a flock is. The command
@@ -178,13 +208,4 @@ func release(job Job, lease backend.Lease, lost bool, log *slog.Logger) {
 	default:
 		log.Warn("could not release the lock; it expires by itself", "ttl", lease.TTL(), "err", err)
 	}
-}
-
-// signalStatus is the exit code for a run interrupted by sig before the
-// command started, as if the command had died of it.
-func signalStatus(sig os.Signal) int {
-	if s, ok := sig.(syscall.Signal); ok {
-		return 128 + int(s)
-	}
-	return ExitSoftware
 }

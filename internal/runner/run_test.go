@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/internal/clock"
 	"github.com/lockrun/lockrun/internal/heartbeat"
 	"github.com/lockrun/lockrun/internal/memory"
 )
@@ -41,33 +41,48 @@ func testJob(t *testing.T, l Locker, script string) Job {
 	}
 	t.Cleanup(func() { null.Close(); out.Close() })
 	return Job{
-		Key:     "job",
-		Locker:  l,
-		Lease:   backend.AcquireOptions{TTL: p.TTL, Holder: "tester:1", RunID: "run-1"},
-		Policy:  p,
-		Busy:    ExitBusy,
-		Backend: "memory://",
-		Path:    "/bin/sh",
-		Args:    []string{"sh", "-c", script},
-		Stdio:   [3]*os.File{null, out, out},
-		Log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Key:        "job",
+		Locker:     l,
+		Acquire:    backend.AcquireOptions{TTL: p.TTL, Holder: "tester:1", RunID: "run-1"},
+		Policy:     p,
+		BackendURL: "memory://",
+		Path:       "/bin/sh",
+		Args:       []string{"sh", "-c", script},
+		Stdio:      [3]*os.File{null, out, out},
+		Log:        slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Clock:      clock.Boot,
 	}
 }
 
-func wantExit(t *testing.T, err error, code int) *ExitError {
+// wantExit checks how a run ended: want is the command's status (0 for
+// success) or the error the run's error must wrap; errSystem stands for
+// an error that wraps none of the runner's or the backend's sentinels.
+func wantExit(t *testing.T, err error, want any) error {
 	t.Helper()
-	var exit *ExitError
-	if code == 0 {
-		if err != nil {
-			t.Fatalf("Run = %v, want success", err)
+	switch want := want.(type) {
+	case int:
+		var exit *ExitError
+		if want == 0 && err != nil || want != 0 && (!errors.As(err, &exit) || exit.Code != want) {
+			t.Fatalf("Run = %v, want status %d", err, want)
 		}
-		return nil
+	case error:
+		if want == errSystem {
+			for _, s := range []error{ErrNotFound, ErrCannotExec, ErrMaxRun, ErrUnguarded, backend.ErrHeld, backend.ErrLost, backend.ErrUnavailable} {
+				if errors.Is(err, s) {
+					t.Fatalf("Run = %v, wraps %v; want a system error", err, s)
+				}
+			}
+			if err == nil {
+				t.Fatal("Run = nil, want a system error")
+			}
+		} else if !errors.Is(err, want) {
+			t.Fatalf("Run = %v, want an error wrapping %v", err, want)
+		}
 	}
-	if !errors.As(err, &exit) || exit.Code != code {
-		t.Fatalf("Run = %v, want exit status %d", err, code)
-	}
-	return exit
+	return err
 }
+
+var errSystem = errors.New("a system error")
 
 func assertFree(t *testing.T, b backend.Backend, key string) {
 	t.Helper()
@@ -90,7 +105,8 @@ func TestChildStatusAndEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := string(b)
-	for _, want := range []string{"LOCKRUN_FENCING_TOKEN=1\n", "LOCKRUN_KEY=job\n", "LOCKRUN_HOLDER=tester:1\n", "LOCKRUN_RUN_ID=run-1\n", "LOCKRUN_TTL=1s\n", "LOCKRUN_BACKEND=memory://\n", "KEEP_ME=yes\n"} {
+	last, _ := store.Inspect(t.Context(), "job")
+	for _, want := range []string{"LOCKRUN_FENCING_TOKEN=" + last.Token.String() + "\n", "LOCKRUN_KEY=job\n", "LOCKRUN_HOLDER=tester:1\n", "LOCKRUN_RUN_ID=run-1\n", "LOCKRUN_TTL=1s\n", "LOCKRUN_BACKEND=memory://\n", "KEEP_ME=yes\n"} {
 		if !strings.Contains(env, want) {
 			t.Errorf("child environment lacks %q", want)
 		}
@@ -113,7 +129,7 @@ func TestFailingRenewalsKillTheCommandBeforeTheDeadline(t *testing.T) {
 	// The shell ignores SIGTERM, so only SIGKILL at the kill deadline ends it.
 	job := testJob(t, store, "trap '' TERM; while :; do sleep 0.05; done")
 	begin := time.Now()
-	exit := wantExit(t, Run(t.Context(), job), ExitLost)
+	exit := wantExit(t, Run(t.Context(), job), backend.ErrLost)
 	took := time.Since(begin)
 	if !errors.Is(exit, backend.ErrLost) {
 		t.Errorf("lost-lock error %v does not wrap ErrLost", exit)
@@ -131,7 +147,7 @@ func TestErrLostStopsTheCommandAtOnce(t *testing.T) {
 	store.FailRenewals(func(context.Context) error { return backend.ErrLost })
 	job := testJob(t, store, "sleep 10")
 	begin := time.Now()
-	wantExit(t, Run(t.Context(), job), ExitLost)
+	wantExit(t, Run(t.Context(), job), backend.ErrLost)
 	if took, first := time.Since(begin), job.Policy.Interval; took > first+200*time.Millisecond {
 		t.Errorf("command stopped %v after the start; the first renewal said lost at %v", took, first)
 	}
@@ -143,7 +159,7 @@ func TestLossReachesDescendantsThatLeftTheGroup(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	job := testJob(t, store, "setsid sh -c 'echo $$ > "+pidFile+"; exec sleep 30' & sleep 30")
 	begin := time.Now()
-	wantExit(t, Run(t.Context(), job), ExitLost)
+	wantExit(t, Run(t.Context(), job), backend.ErrLost)
 	if took := time.Since(begin); took > job.Policy.TTL {
 		t.Errorf("run took %v: a descendant outlived the %v lease", took, job.Policy.TTL)
 	}
@@ -187,14 +203,13 @@ func TestBusyAndTimeout(t *testing.T) {
 	defer held.Release(context.Background())
 	marker := filepath.Join(t.TempDir(), "ran")
 	job := testJob(t, store, "touch "+marker)
-	job.Busy = 42
-	exit := wantExit(t, Run(t.Context(), job), 42)
+	exit := wantExit(t, Run(t.Context(), job), backend.ErrHeld)
 	if !strings.Contains(exit.Error(), "other") {
 		t.Errorf("busy error %q does not name the holder", exit)
 	}
-	job.Lease.Wait, job.Timeout = true, 300*time.Millisecond
+	job.Acquire.Wait, job.Timeout = true, 300*time.Millisecond
 	begin := time.Now()
-	wantExit(t, Run(t.Context(), job), 42)
+	wantExit(t, Run(t.Context(), job), backend.ErrHeld)
 	if took := time.Since(begin); took < job.Timeout || took > job.Timeout+time.Second {
 		t.Errorf("--timeout %v gave up after %v", job.Timeout, took)
 	}
@@ -217,7 +232,7 @@ func TestUnreachableBackendExits69AfterBoundedRetries(t *testing.T) {
 		return nil, backend.ErrUnavailable
 	}), "true")
 	begin := time.Now()
-	wantExit(t, Run(t.Context(), job), ExitUnavailable)
+	wantExit(t, Run(t.Context(), job), backend.ErrUnavailable)
 	if calls != connectAttempts || time.Since(begin) > 5*time.Second {
 		t.Errorf("%d attempts in %v, want %d within seconds", calls, time.Since(begin), connectAttempts)
 	}
@@ -237,7 +252,7 @@ func TestSlowFailuresAreRetriedABoundedNumberOfTimes(t *testing.T) {
 			return nil, backend.ErrUnavailable
 		}), "true")
 		_, err := acquire(t.Context(), job, make(chan os.Signal))
-		wantExit(t, err, ExitUnavailable)
+		wantExit(t, err, backend.ErrUnavailable)
 		if calls != connectAttempts {
 			t.Errorf("%d attempts, want %d", calls, connectAttempts)
 		}
@@ -260,10 +275,10 @@ func TestLateGrantNeverStartsTheCommand(t *testing.T) {
 	job := testJob(t, nil, "touch "+marker)
 	job.Locker = locker(func(ctx context.Context) (backend.Lease, error) {
 		store.Expire("job")
-		l, err := store.Acquire(ctx, "job", job.Lease)
+		l, err := store.Acquire(ctx, "job", job.Acquire)
 		return staleLease{l, &released}, err
 	})
-	wantExit(t, Run(t.Context(), job), ExitUnavailable)
+	wantExit(t, Run(t.Context(), job), backend.ErrUnavailable)
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("the command ran on a lease that was already too old")
 	}
@@ -291,10 +306,10 @@ func TestCommandThatCannotStart(t *testing.T) {
 	store := memory.New()
 	job := testJob(t, store, "")
 	job.Path, job.Args = "/nonexistent/cmd", []string{"cmd"}
-	wantExit(t, Run(t.Context(), job), ExitNotFound)
+	wantExit(t, Run(t.Context(), job), ErrNotFound)
 	assertFree(t, store, "job")
 	job.Path, job.Args = "/etc/passwd", []string{"/etc/passwd"}
-	wantExit(t, Run(t.Context(), job), ExitCannotExec)
+	wantExit(t, Run(t.Context(), job), ErrCannotExec)
 	assertFree(t, store, "job")
 }
 
@@ -302,7 +317,7 @@ func TestResolve(t *testing.T) {
 	if p, err := Resolve("sh"); err != nil || !filepath.IsAbs(p) {
 		t.Errorf("Resolve(sh) = %q, %v", p, err)
 	}
-	for name, code := range map[string]int{"no-such-command-here": ExitNotFound, "/etc/passwd": ExitCannotExec, "/etc": ExitCannotExec} {
+	for name, code := range map[string]error{"no-such-command-here": ErrNotFound, "/etc/passwd": ErrCannotExec, "/etc": ErrCannotExec} {
 		_, err := Resolve(name)
 		wantExit(t, err, code)
 	}
@@ -311,42 +326,20 @@ func TestResolve(t *testing.T) {
 // Only a missing command is 127 and only exec's refusal 126: a system out
 // of processes or memory must not send the operator looking for a typo.
 func TestStartErrorStatus(t *testing.T) {
-	for err, code := range map[error]int{
-		&fs.PathError{Op: "fork/exec", Path: "/x", Err: syscall.ENOENT}:  ExitNotFound,
-		&fs.PathError{Op: "fork/exec", Path: "/x", Err: syscall.ENOTDIR}: ExitNotFound,
-		&fs.PathError{Op: "fork/exec", Path: "/x", Err: syscall.EACCES}:  ExitCannotExec,
-		&fs.PathError{Op: "fork/exec", Path: "/x", Err: syscall.ETXTBSY}: ExitCannotExec,
-		&fs.PathError{Op: "fork/exec", Path: "/x", Err: syscall.E2BIG}:   ExitCannotExec,
-		&fs.PathError{Op: "fork/exec", Path: "/x", Err: syscall.EAGAIN}:  ExitSoftware,
-		&fs.PathError{Op: "fork/exec", Path: "/x", Err: syscall.ENOMEM}:  ExitSoftware,
-		fmt.Errorf("becoming a child subreaper: %w", syscall.EINVAL):     ExitSoftware,
+	for err, code := range map[error]error{
+		&fs.PathError{Op: "fork/exec", Path: "/x", Err: syscall.ENOENT}:  ErrNotFound,
+		&fs.PathError{Op: "fork/exec", Path: "/x", Err: syscall.ENOTDIR}: ErrNotFound,
+		&fs.PathError{Op: "fork/exec", Path: "/x", Err: syscall.EACCES}:  ErrCannotExec,
+		&fs.PathError{Op: "fork/exec", Path: "/x", Err: syscall.ETXTBSY}: ErrCannotExec,
+		&fs.PathError{Op: "fork/exec", Path: "/x", Err: syscall.E2BIG}:   ErrCannotExec,
+		&fs.PathError{Op: "fork/exec", Path: "/x", Err: syscall.EAGAIN}:  errSystem,
+		&fs.PathError{Op: "fork/exec", Path: "/x", Err: syscall.ENOMEM}:  errSystem,
+		fmt.Errorf("becoming a child subreaper: %w", syscall.EINVAL):     errSystem,
 	} {
 		got := startError("x", err)
 		wantExit(t, got, code)
-		if code != ExitNotFound && !errors.Is(got, errors.Unwrap(err)) && !errors.Is(got, err) {
+		if code != ErrNotFound && !errors.Is(got, errors.Unwrap(err)) && !errors.Is(got, err) {
 			t.Errorf("startError(%v) = %v: the cause is lost", err, got)
 		}
-	}
-}
-
-// A lockrun frozen or killed just after starting the command may not have
-// told its watchdog the command's group yet: the watchdog must find the
-// command among lockrun's descendants all the same.
-func TestWatchdogKillsACommandItWasNotToldOf(t *testing.T) {
-	cmd := exec.Command("/bin/sleep", "30")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	died := make(chan error, 1)
-	go func() { died <- cmd.Wait() }()
-	killTree(0, os.Getpid(), "")
-	select {
-	case err := <-died:
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
-			t.Errorf("command ended with %v, want SIGKILL", err)
-		}
-	case <-time.After(5 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("the command outlived the watchdog's kill")
 	}
 }

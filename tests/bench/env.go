@@ -55,8 +55,8 @@ func (e *env) samplesOf(n int) int {
 func Report(tb testing.TB, cfg Config, w io.Writer) {
 	e := &env{tb: tb, lockrun: cfg.Lockrun, stamp: cfg.Stamp, baseline: cfg.Baseline, dir: tb.TempDir(), short: cfg.Short}
 	var tgs []target
-	starts := map[string]func() target{"file": e.fileTarget, "redis": e.redisTarget, "etcd": e.etcdTarget, "postgres": e.postgresTarget}
-	for _, name := range []string{"file", "redis", "etcd", "postgres"} {
+	starts := map[string]func() target{"file": e.fileTarget, "redis": e.redisTarget, "redlock": e.redlockTarget, "etcd": e.etcdTarget, "postgres": e.postgresTarget, "zookeeper": e.zookeeperTarget}
+	for _, name := range []string{"file", "redis", "redlock", "etcd", "postgres", "zookeeper"} {
 		if len(cfg.Backends) == 0 || slices.Contains(cfg.Backends, name) {
 			tgs = append(tgs, starts[name]())
 		}
@@ -105,7 +105,7 @@ func osName() string {
 // peerVersions names the versions of the servers and peer tools.
 func peerVersions() string {
 	var out []string
-	for _, argv := range [][]string{{"redis-server", "--version"}, {"etcd", "--version"}, {"psql", "--version"}, {"flock", "--version"}} {
+	for _, argv := range [][]string{{"redis-server", "--version"}, {"etcd", "--version"}, {"psql", "--version"}, {"flock", "--version"}, {"dpkg-query", "-W", "-f", "ZooKeeper ${Version}", "zookeeper"}} {
 		b, err := exec.Command(argv[0], argv[1:]...).Output()
 		if err == nil {
 			out = append(out, strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))

@@ -79,6 +79,9 @@ func peerVerdict(c cut) string {
 func (e *env) cutOnce(tg target, peer bool) cut {
 	p := netproxy.Start(e.tb, tg.addr)
 	tl, other := tg.tools(p.Addr())
+	if tg.viaProxy != nil {
+		tl, other = tg.viaProxy(p)
+	}
 	flags := []string{"-hold", "1m", "-stubborn"}
 	if peer {
 		tl, flags = other, flags[:2]

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/lockrun/lockrun/internal/netproxy"
 )
 
 // tool is one way to run a command under a lock: lockrun, or the peer a
@@ -34,12 +36,15 @@ type target struct {
 	name string
 	// tools returns lockrun and the peer, speaking to the server at addr
 	// (its own address, or a proxy's); "" for the file backend.
-	tools   func(addr string) (lockrun, peer tool)
-	addr    string
-	served  func() int64         // requests the server has served; nil: no server
-	rtt     func() time.Duration // one request's round trip; nil: no server
-	lockrun tool
-	peer    tool
+	tools func(addr string) (lockrun, peer tool)
+	addr  string
+	// viaProxy returns lockrun and the peer with their link cut by p
+	// (which forwards to addr); nil: tools(p.Addr()).
+	viaProxy func(p *netproxy.Proxy) (lockrun, peer tool)
+	served   func() int64         // requests the server has served; nil: no server
+	rtt      func() time.Duration // one request's round trip; nil: no server
+	lockrun  tool
+	peer     tool
 }
 
 // pollPause is how long the peers that cannot wait (the redis-cli

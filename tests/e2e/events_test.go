@@ -43,7 +43,7 @@ func names(t *testing.T, evs []event) []string {
 		"acquired":       {"key", "token", "ttl", "took"},
 		"renewed":        {"key", "token", "took", "kill_by"},
 		"renewal_failed": {"key", "token", "err", "term_in"},
-		"lost":           {"key", "token", "pid", "kill_in"},
+		"lost":           {"key", "token", "pid", "reason", "kill_in"},
 		"exited":         {"key", "token", "status", "lost"},
 		"released":       {"key", "token"},
 		"fail_open":      {"key", "err"},

@@ -23,12 +23,14 @@ import (
 // whose parent does not exist and cannot be created (as an unmounted
 // network share), under /proc.
 func unreachable(t *testing.T) map[string]string {
-	p := backendtest.FreePorts(t, 3)
+	p := backendtest.FreePorts(t, 7)
 	return map[string]string{
-		"file":     "file:///proc/lockrun-no-such-mount/locks",
-		"redis":    fmt.Sprintf("redis://app:hunter2@127.0.0.1:%d/0", p[0]),
-		"etcd":     fmt.Sprintf("etcd://127.0.0.1:%d", p[1]),
-		"postgres": fmt.Sprintf("postgres://postgres:hunter2@127.0.0.1:%d/postgres", p[2]),
+		"file":      "file:///proc/lockrun-no-such-mount/locks",
+		"redis":     fmt.Sprintf("redis://app:hunter2@127.0.0.1:%d/0", p[0]),
+		"etcd":      fmt.Sprintf("etcd://127.0.0.1:%d", p[1]),
+		"postgres":  fmt.Sprintf("postgres://postgres:hunter2@127.0.0.1:%d/postgres", p[2]),
+		"zookeeper": fmt.Sprintf("zk://app:hunter2@127.0.0.1:%d", p[3]),
+		"redlock":   fmt.Sprintf("redlock://:hunter2@127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/0", p[4], p[5], p[6]),
 	}
 }
 
@@ -130,4 +132,56 @@ func TestFailOpenForwardsSignals(t *testing.T) {
 	if code := lockruntest.ExitCode(t, cmd); code != 7 {
 		t.Errorf("SIGTERM to lockrun: exit %d after %v, want 7 (the command's trap)", code, time.Since(begin))
 	}
+}
+
+// An unlocked run keeps --max-run as a locked one does: SIGTERM, the kill
+// grace, SIGKILL to the whole group, and exit 124.
+func TestFailOpenHonoursMaxRun(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	// The group ignores SIGTERM: only the SIGKILL after the grace ends it.
+	cmd := start(t, withBackend(unreachable(t)["redis"]), "run", "--fail-open", "--max-run", "1", "--kill-grace", "500ms",
+		"k", "--", "sh", "-c", stubbornGroup(pidFile, "while :; do sleep 0.05; done"))
+	pids := pidsFrom(t, pidFile) // the command runs: the clock of --max-run started
+	code, took := waitExit(t, cmd, 10*time.Second)
+	if code != 124 {
+		t.Fatalf("exit %d, want 124 (--max-run)", code)
+	}
+	if took < 1400*time.Millisecond || took > 4*time.Second {
+		t.Errorf("lockrun exited %v after the command started; want --max-run 1s plus the 500ms grace", took)
+	}
+	waitDead(t, pids, 100*time.Millisecond)
+}
+
+// The watchdog guards an unlocked command too: a lockrun frozen past
+// --max-run does not let the command run on, and a SIGKILLed lockrun
+// takes the command's whole group with it.
+func TestFailOpenWatchdogGuardsTheCommand(t *testing.T) {
+	url := unreachable(t)["redis"]
+	t.Run("frozen past max-run", func(t *testing.T) {
+		pidFile := filepath.Join(t.TempDir(), "pids")
+		// --ttl 3s: a 150ms margin, so the watchdog's backstop is 75ms.
+		cmd := start(t, withBackend(url), "run", "--fail-open", "--ttl", "3s", "--max-run", "1s", "--kill-grace", "300ms",
+			"k", "--", "sh", "-c", "sleep 30 & echo $$ $! > "+pidFile+"; wait")
+		pids := pidsFrom(t, pidFile)
+		begin := time.Now()
+		cmd.Process.Signal(syscall.SIGSTOP)
+		defer cmd.Process.Signal(syscall.SIGCONT)
+		// Due 1.375s after the start; the rest is room for a loaded host.
+		if took := waitDead(t, pids, 10*time.Second); took > 5*time.Second {
+			t.Errorf("the command died %v after lockrun froze; --max-run 1s, grace 300ms", took)
+		}
+		t.Logf("command dead %v after lockrun froze", time.Since(begin).Round(time.Millisecond))
+		cmd.Process.Signal(syscall.SIGCONT)
+		if code, _ := waitExit(t, cmd, 10*time.Second); code == 0 {
+			t.Error("lockrun exited 0 for a command its watchdog killed")
+		}
+	})
+	t.Run("SIGKILL", func(t *testing.T) {
+		pidFile := filepath.Join(t.TempDir(), "pids")
+		cmd := start(t, withBackend(url), "run", "--fail-open", "k", "--", "sh", "-c", "sleep 30 & echo $$ $! > "+pidFile+"; wait")
+		pids := pidsFrom(t, pidFile)
+		cmd.Process.Kill()
+		cmd.Wait()
+		waitDead(t, pids, 2*time.Second)
+	})
 }

@@ -25,6 +25,11 @@ type Target struct {
 	Proxy  *netproxy.Proxy // nil when the backend has no network link
 	Server Server          // nil when there is no server
 	TTL    time.Duration
+	// Minority says that Proxy and Server reach fewer than a majority of
+	// the backend's servers (a Redlock master): the faults must cost no
+	// lock, and only the cases named in Cases run.
+	Minority bool
+	Cases    []string // case names to run; nil: all that apply
 }
 
 // Case is one fault and what must hold under it.

@@ -94,7 +94,10 @@ func judge(r *Result, c Case, a *attack, attempts []Attempt) {
 	if !c.MayOverlap && (r.Overlaps > 0 || r.LateKills > 0) {
 		r.failf("%d overlaps, %d late kills with lockrun's timers running", r.Overlaps, r.LateKills)
 	}
-	if c.MustLose && r.LostExits == 0 {
+	if a.tg.Minority && r.LostExits > 0 {
+		r.failf("a fault on a minority of the servers made %d lockruns lose their lock", r.LostExits)
+	}
+	if c.MustLose && !a.tg.Minority && r.LostExits == 0 {
 		r.failf("the fault never made a lockrun lose its lock: it did not bite")
 	}
 	if c.Name == "1-no-fault" && (r.Runs < 10 || r.LostExits > 0) {

@@ -9,7 +9,8 @@
 -- caller counts the lease from the retry's send time.
 --
 -- Returns the row as it now is, and whether this statement wrote it: ours
--- when taken, else the holder with its microseconds left. When the
+-- when taken, else the holder with its microseconds left; last, the
+-- server's clock in microseconds, which the caller compares with its own. When the
 -- statement's snapshot already shows another run's live lease nothing is
 -- written or locked, so a crowd of waiters woken by one release costs
 -- reads, not a convoy of row locks and commits. When the snapshot shows
@@ -43,5 +44,6 @@ WITH snapshot AS (
 )
 SELECT token, holder, run_id,
     (extract(epoch FROM greatest(expires_at, now()) - now()) * 1000000)::bigint,
-    ours
+    ours,
+    (extract(epoch FROM now()) * 1000000)::bigint
 FROM lock_row

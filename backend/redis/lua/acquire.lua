@@ -2,24 +2,25 @@
 -- KEYS: lock, token counter, waiters' queue (one hash tag: one slot).
 -- ARGV: ttl in ms, run id, holder, waiter id ('' when not queuing),
 --       the waiter's place in the queue ('' the first time: now).
--- Returns {1, value, ttl} when granted,
+-- Returns {1, value, ttl, server time in us} when granted,
 --         {0, value, pttl, place} when held by someone else.
 
 local lock, counter, queue = KEYS[1], KEYS[2], KEYS[3]
 local ttl, run, holder, waiter, place = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 
+local now = now_us()
 local cur = redis.call('GET', lock)
 if cur then
   -- The same run holding it means our earlier grant's reply was lost and
   -- this is the caller's retry: hand the lease back instead of refusing.
   if run ~= '' and string.match(cur, '^%d+ (%S*) ') == run then
     redis.call('PEXPIRE', lock, ttl)
-    return {1, cur, tonumber(ttl)}
+    return {1, cur, tonumber(ttl), now}
   end
   local pttl = redis.call('PTTL', lock)
   if waiter ~= '' then
     if place == '' then
-      place = int(now_us())
+      place = int(now)
     end
     redis.call('ZADD', queue, 'NX', place, waiter)
     -- The waiter comes back by the holder's expiry at the latest; keep
@@ -36,15 +37,13 @@ end
 -- The token: the last one plus one, and never less than the server's clock
 -- in microseconds, so that it still grows when the counter is lost
 -- (FLUSHALL, a restart without persistence, a failover to a stale replica).
-local token = redis.call('INCR', counter)
-local now = now_us()
-if token < now then
-  token = now
-  redis.call('SET', counter, int(now))
+local token = next_token(counter, int(now))
+if type(token) == 'table' then
+  return token
 end
-local value = int(token) .. ' ' .. run .. ' ' .. holder
+local value = token .. ' ' .. run .. ' ' .. holder
 redis.call('SET', lock, value, 'PX', ttl)
 if waiter ~= '' then
   redis.call('ZREM', queue, waiter)
 end
-return {1, value, tonumber(ttl)}
+return {1, value, tonumber(ttl), now}

@@ -13,6 +13,44 @@ local function int(n)
   return string.format('%d', n)
 end
 
+-- below tells whether a is less than b, both decimal integers as Redis
+-- writes them (no leading zeros), b not negative: compared as text, since
+-- a Lua number (a double) is exact only up to 2^53.
+local function below(a, b)
+  if string.sub(a, 1, 1) == '-' or #a < #b then
+    return true
+  end
+  if #a > #b then
+    return false
+  end
+  for i = 1, #a do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then
+      return x < y
+    end
+  end
+  return false
+end
+
+-- next_token moves the counter to the next token and returns it as text:
+-- the counter plus one, exact (INCR counts in 64 bits on the server, and
+-- the result is read back as text, never as a Lua number), or now (the
+-- clock in microseconds, as text) when the counter is below it. A counter that cannot
+-- grow (2^63-1, or not an integer) is an error reply starting with
+-- TOKENRANGE, and nothing is written.
+local function next_token(counter, now)
+  local n = redis.pcall('INCR', counter)
+  if type(n) == 'table' and n.err then
+    return redis.error_reply('TOKENRANGE ' .. counter .. ': ' .. n.err)
+  end
+  local token = redis.call('GET', counter)
+  if below(token, now) then
+    token = now
+    redis.call('SET', counter, now)
+  end
+  return token
+end
+
 -- wake_next tells the first waiter that still listens that the lock is
 -- free, so that a release costs one message, not one per waiter. Each
 -- entry is popped before its message: a waiter that is gone (PUBLISH

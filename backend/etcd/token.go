@@ -1,0 +1,127 @@
+package etcd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/lockrun/lockrun/backend"
+)
+
+// A key's token counter (counterKey) holds the last token handed out or
+// reserved for it, in tokenDigits zero-padded decimal digits, so that
+// etcd's byte-wise Compare orders counters as numbers. Earlier versions
+// of lockrun wrote it empty (their tokens were revisions): that sorts, and
+// reads, as 0.
+const tokenDigits = 20 // math.MaxUint64 has 20
+
+// formatToken is t as the counter stores it.
+func formatToken(t backend.Token) string { return fmt.Sprintf("%0*d", tokenDigits, uint64(t)) }
+
+// parseCounter reads the counter kv; an empty value is 0.
+func parseCounter(kv *mvccpb.KeyValue) (backend.Token, error) {
+	if len(kv.Value) == 0 {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(string(kv.Value), 10, 64)
+	if err != nil || len(kv.Value) != tokenDigits {
+		return 0, fmt.Errorf("token counter %s holds %q, not a token written by lockrun", kv.Key, kv.Value)
+	}
+	return backend.Token(n), nil
+}
+
+// nextToken is the token to ask for after last: the wall clock in
+// microseconds at now, or last+1 when last is not below it (a clock
+// behind the host that issued last). Past math.MaxUint64 it fails with
+// backend.ErrTokenRange.
+func nextToken(last backend.Token, now time.Time) (backend.Token, error) {
+	if last == math.MaxUint64 {
+		return 0, fmt.Errorf("%w: the last token is %d", backend.ErrTokenRange, last)
+	}
+	return max(last+1, backend.ClockToken(now)), nil
+}
+
+// tokenTries bounds how often enqueue counts on from a counter that
+// another grant, or a host with a clock ahead of ours, moved past the
+// token we asked for: each try is one more round trip.
+const tokenTries = 16
+
+// entryToken is the token written in a queue entry. etcdctl lock's
+// entries carry none: theirs is the create revision (its ETCD_LOCK_REV).
+func entryToken(kv *mvccpb.KeyValue) backend.Token {
+	var h holderInfo
+	if json.Unmarshal(kv.Value, &h) == nil && h.Token != 0 {
+		return h.Token
+	}
+	return backend.Token(kv.CreateRevision)
+}
+
+// enqueued is what enqueueTxn found: whether it wrote the entry (at
+// revision rev), the oldest entry, and, when it did not write, the token
+// counter.
+type enqueued struct {
+	written         bool
+	rev             int64
+	oldest, counter *mvccpb.KeyValue
+}
+
+// enqueueTxn writes e's entry (value val, with token tok) and sets the
+// token counter to tok, in one transaction, only while the counter is
+// below tok; unless always, only while no entry exists. The token is thus
+// never below the wall clock when the lock was asked for (nextToken) and
+// strictly above every token issued or reserved before for the key, since
+// the counter only grows: a wiped cluster has no counter, and starts again
+// from the clock. A missing key fails every Value compare, so the Else
+// branch holds the same write for a counter that does not exist (a new
+// key, or a wiped cluster): one round trip either way.
+func (b *Backend) enqueueTxn(ctx context.Context, e *entry, val []byte, tok backend.Token, always bool) (enqueued, error) {
+	pfx, counter := b.queuePrefix(e.key), b.counterKey(e.key)
+	var free []clientv3.Cmp
+	if !always {
+		free = append(free, clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix())
+	}
+	above := append(slices.Clone(free), clientv3.Compare(clientv3.Value(counter), "<", formatToken(tok)))
+	fresh := append(slices.Clone(free), clientv3.Compare(clientv3.Version(counter), "=", 0))
+	oldest := clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)
+	write := []clientv3.Op{
+		clientv3.OpPut(e.name, string(val), clientv3.WithLease(e.id)),
+		clientv3.OpPut(counter, formatToken(tok)),
+		oldest,
+	}
+	rctx, cancel := b.bounded(ctx)
+	defer cancel()
+	resp, err := b.cli.Txn(rctx).If(above...).Then(write...).
+		Else(clientv3.OpTxn(fresh, write, []clientv3.Op{oldest, clientv3.OpGet(counter)})).
+		Commit()
+	if err != nil {
+		return enqueued{}, err
+	}
+	r := enqueued{written: resp.Succeeded, rev: resp.Header.Revision}
+	rs := resp.Responses
+	if !r.written {
+		nested := rs[0].GetResponseTxn()
+		r.written, rs = nested.Succeeded, nested.Responses
+	}
+	if r.written {
+		r.oldest = firstKV(rs[2])
+	} else {
+		r.oldest, r.counter = firstKV(rs[0]), firstKV(rs[1])
+	}
+	return r, nil
+}
+
+// firstKV is the first key a range answer holds, or nil.
+func firstKV(op *pb.ResponseOp) *mvccpb.KeyValue {
+	if kvs := op.GetResponseRange().Kvs; len(kvs) > 0 {
+		return kvs[0]
+	}
+	return nil
+}

@@ -1,0 +1,114 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/lockrun/lockrun/backend"
+)
+
+// lease is one grant of a lock, known by the exact value it wrote on a
+// majority of the masters: the scripts change the lock on a master only
+// while it holds that value.
+type lease struct {
+	b       *Backend
+	key     string
+	names   names
+	value   string
+	token   backend.Token
+	ttl     time.Duration // the validity left after the drift margin
+	px      int64         // ms asked of each master
+	start   time.Time     // before the first request of the acquire
+	granted time.Time     // after a majority's grants came back
+	minHold time.Duration
+	landed  map[*master]chan struct{} // see round
+}
+
+// Token is the fencing token of this grant.
+func (l *lease) Token() backend.Token { return l.token }
+
+// TTL is the TTL asked for: each master was asked for it plus the drift
+// margin, so that much validity is left counted from Start.
+func (l *lease) TTL() time.Duration { return l.ttl }
+
+// Start is the local time just before the acquire's first request.
+func (l *lease) Start() time.Time { return l.start }
+
+// Renew extends the lock by its TTL on every master that still holds this
+// lease's value. It succeeds when a majority did; it returns an error
+// wrapping backend.ErrLost when too many masters hold something else for
+// a majority, and backend.ErrUnavailable when too few answered to tell.
+func (l *lease) Renew(ctx context.Context) error {
+	keys := []string{l.names.lock, l.names.record}
+	rs := fanout(ctx, l.b.masters, func(ctx context.Context, m *master) (int64, error) {
+		return l.b.scripts.renew.Run(ctx, m.client, keys, l.value, l.px).Int64()
+	}, func(rs []reply[int64]) bool { return l.b.settled(tally(rs, ours)) })
+	return l.outcome("renew", rs)
+}
+
+// Release gives the lock up on every master that holds this lease's value
+// and wakes the next waiter; with a minimum hold it leaves the lock to
+// expire at the grant plus MinHold instead. It waits a little for masters
+// slower than a majority; calls to those that still do not answer go on
+// in the background. Its errors are Renew's.
+func (l *lease) Release(ctx context.Context) error {
+	var keep int64
+	if left := l.minHold - time.Since(l.granted); left > 0 {
+		keep = millis(left)
+	}
+	rs := l.b.releaseOn(ctx, l.b.masters, l.names, l.value, keep, l.ttl, l.landed, func(rs []reply[int64]) bool {
+		return l.b.settled(tally(rs, ours))
+	})
+	return l.outcome("release", rs)
+}
+
+func ours(n int64) bool { return n == 1 }
+
+// outcome turns the masters' answers to a renewal or release into its
+// error.
+func (l *lease) outcome(op string, rs []reply[int64]) error {
+	yes, no, _ := tally(rs, ours)
+	switch {
+	case yes >= l.b.quorum:
+		return nil
+	case no > len(l.b.masters)-l.b.quorum:
+		return fmt.Errorf("%w: lock %q on redlock %s expired or was taken over on %d of %d masters (token %s)",
+			backend.ErrLost, l.key, l.b.url, no, len(l.b.masters), l.token)
+	}
+	return l.b.noQuorum(op, l.key, answered(rs), errorsOf(rs))
+}
+
+// releaseOn runs release.lua for value on the masters ms, each call by
+// ctx's deadline and the read timeout, but not cancelled with ctx (a
+// lockrun that gives up still cleans up while it lives), and only once the
+// grant call to that master returned (landed), until decided and a
+// little more (linger) for the last masters.
+func (b *Backend) releaseOn(ctx context.Context, ms []*master, n names, value string, keep int64, ttl time.Duration, landed map[*master]chan struct{}, decided func([]reply[int64]) bool) []reply[int64] {
+	ctx, stop := detached(ctx, b.opt.ReadTimeout)
+	defer stop()
+	keys := []string{n.lock, n.queue, n.record}
+	// Lingering for the last masters matters: lockrun exits right after
+	// the release, and a copy left on a master would keep the lock taken
+	// (see peek) until it expires.
+	return fanoutLinger(ctx, ms, func(ctx context.Context, m *master) (int64, error) {
+		if c := landed[m]; c != nil {
+			select {
+			case <-c:
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		}
+		return b.scripts.release.Run(ctx, m.client, keys, value, n.wake, keep).Int64()
+	}, decided, b.linger(ttl))
+}
+
+// runOf is the run id in a lock value, or "" when it has none.
+func runOf(value string) string {
+	parts := strings.SplitN(value, " ", 3)
+	if len(parts) < 2 {
+		return ""
+	}
+	return parts[1]
+}

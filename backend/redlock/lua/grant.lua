@@ -1,0 +1,41 @@
+-- Takes the lock on one master when it is free (or held by an earlier
+-- attempt of the same run) and the token is above every token this
+-- master has recorded: tokens granted by one master strictly increase.
+-- KEYS: lock, token counter, waiters' queue, holder record.
+-- ARGV: value ("TOKEN RUN HOLDER"), px in ms, token (decimal), run id,
+--       waiter id ('' when not queued), holder info (JSON).
+-- The counter is raised to the token ("set if greater") whether or not
+-- the lock is granted here: the more masters know the highest token, the
+-- more of them a later acquire's majority can lose and still see it.
+-- Returns {1, value} when granted, {0, value, pttl} when held by another
+-- run, {2, counter} when the token is not above the counter.
+local lock, counter, queue, record = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local value, px, token, run, waiter, info = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+
+local cur = redis.call('GET', lock)
+local last = redis.call('GET', counter)
+if last and not string.match(last, '^%d+$') then
+  return redis.error_reply('token counter ' .. counter .. ' is not a number')
+end
+-- Exact comparison of decimal strings: Lua numbers are doubles.
+local above = not last or #token > #last or #token == #last and token > last
+if cur and cur ~= value and string.match(cur, '^%d+ (%S*) ') ~= run then
+  if above then
+    redis.call('SET', counter, token)
+  end
+  return {0, cur, redis.call('PTTL', lock)}
+end
+if cur ~= value then
+  if not above then
+    return {2, last}
+  end
+  redis.call('SET', counter, token)
+end
+redis.call('SET', lock, value, 'PX', px)
+local now = int(now_us())
+redis.call('HSET', record, 'since', now, 'renewed', now, 'info', info)
+redis.call('PEXPIRE', record, px)
+if waiter ~= '' then
+  redis.call('ZREM', queue, waiter)
+end
+return {1, value}

@@ -1,0 +1,18 @@
+-- Gives the lock up on one master only while it holds this lease's value:
+-- at once, waking the next waiter, or, for a minimum hold, when keep ms
+-- have passed, on the master's own expiry.
+-- KEYS: lock, waiters' queue, holder record.
+-- ARGV: value, waiters' channel prefix, keep in ms (0: now).
+-- Returns 1 when released (or left to expire), 0 when not ours there.
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
+end
+local keep = tonumber(ARGV[3])
+if keep > 0 then
+  redis.call('PEXPIRE', KEYS[1], keep)
+  redis.call('PEXPIRE', KEYS[3], keep)
+  return 1
+end
+redis.call('DEL', KEYS[1], KEYS[3])
+wake_next(KEYS[2], ARGV[2])
+return 1

@@ -1,0 +1,78 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/internal/backendtest"
+	"github.com/lockrun/lockrun/internal/redistest"
+)
+
+// masters starts n private redis-servers.
+func masters(t testing.TB, n int, extra ...string) []*redistest.Server {
+	t.Helper()
+	s := make([]*redistest.Server, n)
+	for i := range s {
+		s[i] = redistest.Start(t, extra...)
+	}
+	return s
+}
+
+// urlOf is the redlock URL of the servers.
+func urlOf(servers []*redistest.Server) string {
+	addrs := make([]string, len(servers))
+	for i, s := range servers {
+		addrs[i] = s.Addr()
+	}
+	return "redlock://" + strings.Join(addrs, ",") + "/0"
+}
+
+// open returns a backend on rawURL, closed when the test ends.
+func open(t testing.TB, rawURL string) *Backend {
+	t.Helper()
+	b, err := tryOpen(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// tryOpen opens rawURL; the caller closes the backend.
+func tryOpen(rawURL string) (*Backend, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	return OpenURL(context.Background(), u)
+}
+
+// direct is a plain client of srv, to look at and tamper with the keys.
+func direct(t testing.TB, srv *redistest.Server) *goredis.Client {
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func opts(holder string, ttl time.Duration) backend.AcquireOptions {
+	return backend.AcquireOptions{TTL: ttl, Holder: holder, RunID: "run-" + holder}
+}
+
+func TestConformance(t *testing.T) {
+	for _, n := range []int{3, 5} {
+		t.Run(fmt.Sprintf("%d-masters", n), func(t *testing.T) {
+			raw := urlOf(masters(t, n))
+			backendtest.Run(t, backendtest.Harness{
+				Open: func(t *testing.T) backend.Backend { return open(t, raw) },
+				TTL:  time.Second,
+			})
+		})
+	}
+}

@@ -1,0 +1,147 @@
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/lockrun/lockrun/backend"
+)
+
+// grant makes the lowest node p the holder: in one multi it writes the
+// token into p's data (which fails unless p, owned by this session, still
+// exists) and into key's record (which fails if the record changed since
+// it was read as st at version ver). The token is at least the wall clock
+// in µs and above the record's last: the record is written by holders
+// only, each checked against the version it read, so tokens per key only
+// grow, and they stay on the clock's scale when the ensemble is wiped.
+// A record that changed (a forced release, a concurrent first grant)
+// returns no lease and no error: the caller looks again.
+func (b *Backend) grant(ctx context.Context, s *session, key, p string, o backend.AcquireOptions, st state, ver int32) (*lease, error) {
+	now := time.Now()
+	c := contender{Holder: o.Holder, RunID: o.RunID, Info: o.Info, Token: nextToken(st.Token, now), Since: now.UnixMicro()}
+	c.Renewed = c.Since
+	rec := encode(state{Token: c.Token})
+	ops := []any{&zk.SetDataRequest{Path: p, Data: encode(c), Version: 0}}
+	if ver < 0 {
+		ops = append(ops, &zk.CreateRequest{Path: b.statePath(key), Data: rec, Acl: b.acl, Flags: zk.FlagPersistent})
+	} else {
+		ops = append(ops, &zk.SetDataRequest{Path: b.statePath(key), Data: rec, Version: ver})
+	}
+	sent := time.Now()
+	res, err := call(ctx, b.cfg.RequestTimeout, func() ([]zk.MultiResponse, error) { return s.conn.Multi(ops...) })
+	switch {
+	case err == nil:
+	case len(res) == 2 && errors.Is(res[0].Error, zk.ErrNoNode):
+		return nil, errEvicted // our node was deleted
+	case len(res) == 2 && errors.Is(res[1].Error, zk.ErrNoNode):
+		if err := b.ensure(ctx, s, b.stateDir()); err != nil {
+			return nil, b.failed(ctx, "creating the lock's record", key, err)
+		}
+		return nil, nil
+	case errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNodeExists):
+		return nil, nil
+	default:
+		return nil, b.failed(ctx, "taking the lock", key, err)
+	}
+	l := &lease{b: b, s: s, key: key, node: p, rec: c, czxid: res[0].Stat.Czxid, version: res[0].Stat.Version, minHold: o.MinHold}
+	l.start = b.startOf(sent)
+	return l, nil
+}
+
+// startOf is the lease start for a request sent at sent. A follower passes
+// a session's activity on to the leader, which expires sessions, up to
+// about half a tick late: the session was asked for a tick more than the
+// lease's TTL, so the leader cannot expire it before sent plus the TTL.
+func (b *Backend) startOf(sent time.Time) time.Time { return sent }
+
+// lease is the lowest contender node of a key, on its own session.
+type lease struct {
+	b       *Backend
+	s       *session
+	key     string
+	node    string // full path of the holder's node
+	czxid   int64  // the node's creation, to tell it from a later one of the same name
+	minHold time.Duration
+
+	mu      sync.Mutex
+	rec     contender // the node's data
+	version int32     // the node's data version, as last written by us
+	start   time.Time
+}
+
+// Token is the token written at the grant.
+func (l *lease) Token() backend.Token { return backend.Token(l.rec.Token) }
+
+// TTL is the session timeout the server negotiated less a tick (see
+// startOf): never less than asked.
+func (l *lease) TTL() time.Duration { return l.s.timeout - l.b.cfg.TickTime }
+
+// Start is the sent time of the grant or of the last renewal that
+// succeeded.
+func (l *lease) Start() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.start
+}
+
+// Renew writes the renewal time into the holder's node, checked against
+// the version we last wrote: the write reaches the leader, which refuses
+// it for an expired session, and succeeds only while the node is ours.
+// A session that expired, or a node deleted or replaced, is ErrLost.
+func (l *lease) Renew(ctx context.Context) error {
+	if l.s.lost() {
+		return l.b.lost(l.key, "the ZooKeeper session expired")
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	rec := l.rec
+	sent := time.Now()
+	rec.Renewed = sent.UnixMicro()
+	stat, err := call(ctx, l.b.cfg.RequestTimeout, func() (*zk.Stat, error) {
+		return l.s.conn.Set(l.node, encode(rec), l.version)
+	})
+	switch {
+	case errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion):
+		return l.b.lost(l.key, "the holder's node was deleted")
+	case errors.Is(err, zk.ErrSessionExpired) || l.s.lost():
+		return l.b.lost(l.key, "the ZooKeeper session expired")
+	case err != nil:
+		return l.b.failed(ctx, "renewing", l.key, err)
+	case stat.Czxid != l.czxid:
+		return l.b.lost(l.key, "the holder's node was replaced")
+	}
+	l.rec, l.version, l.start = rec, stat.Version, l.b.startOf(sent)
+	return nil
+}
+
+// Release deletes the holder's node, checked against our version, and
+// ends the session. With a min-hold that has not passed, the same multi
+// writes the hold into the key's record, so that the key stays taken
+// until the grant plus the min-hold with no moment free in between.
+func (l *lease) Release(ctx context.Context) error {
+	defer l.b.untrack(l.s)
+	if l.s.lost() {
+		return l.b.lost(l.key, "released after the ZooKeeper session expired")
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ops := []any{&zk.DeleteRequest{Path: l.node, Version: l.version}}
+	if until := micros(l.rec.Since).Add(l.minHold); l.minHold > 0 && time.Now().Before(until) {
+		st := state{Token: l.rec.Token, HoldUntil: until.UnixMicro(), Holder: l.rec.Holder, RunID: l.rec.RunID, Info: l.rec.Info, Since: l.rec.Since}
+		ops = append(ops, &zk.SetDataRequest{Path: l.b.statePath(l.key), Data: encode(st), Version: -1})
+	}
+	_, err := call(ctx, l.b.cfg.RequestTimeout, func() ([]zk.MultiResponse, error) { return l.s.conn.Multi(ops...) })
+	switch {
+	case errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion):
+		return l.b.lost(l.key, "released after the holder's node was deleted")
+	case errors.Is(err, zk.ErrSessionExpired) || err != nil && l.s.lost():
+		return l.b.lost(l.key, "released after the ZooKeeper session expired")
+	case err != nil:
+		return l.b.failed(ctx, "releasing", l.key, err)
+	}
+	return nil
+}

@@ -1,0 +1,177 @@
+package zookeeper
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/internal/urlopt"
+)
+
+// Defaults for the URL's optional parts.
+const (
+	DefaultRoot = "/lockrun"
+	DefaultPort = "2181"
+	// DefaultDialTimeout is short so that an unreachable ensemble fails a
+	// run within a second or two instead of holding up a cron job.
+	DefaultDialTimeout = time.Second
+	// DefaultRequestTimeout bounds each request when the caller's context
+	// has no earlier deadline (renewals always have one).
+	DefaultRequestTimeout = 5 * time.Second
+	// DefaultTickTime is ZooKeeper's own default tickTime. A follower tells
+	// the leader of a session's activity up to about half a tick late, so
+	// a lease's local deadline counts from one tick before each renewal.
+	DefaultTickTime = 2 * time.Second
+)
+
+// Environment variables read when the URL leaves the setting out; lockrun
+// removes every LOCKRUN_* variable from the command's environment, so
+// these never reach it.
+const (
+	EnvUser     = "LOCKRUN_ZK_USER"
+	EnvPassword = "LOCKRUN_ZK_PASSWORD"
+	EnvCACert   = "LOCKRUN_ZK_CACERT"
+	EnvCert     = "LOCKRUN_ZK_CERT"
+	EnvKey      = "LOCKRUN_ZK_KEY"
+)
+
+// Config says how to reach the ensemble and where lockrun's nodes live.
+type Config struct {
+	Servers        []string    // host:port of each member
+	Root           string      // every node lockrun writes is below it
+	User, Password string      // digest credentials; empty for none
+	TLS            *tls.Config // nil for plain connections
+	DialTimeout    time.Duration
+	RequestTimeout time.Duration
+	TickTime       time.Duration // the ensemble's tickTime, or an upper bound of it
+}
+
+// ParseURL reads zk://[user[:password]@]host[:port][,host[:port]...][/root]
+// [?params] or zks://... (TLS). Parameters: dial_timeout, request_timeout,
+// tick_time (Go durations) and, for zks, cacert, cert, key (PEM files).
+// getenv supplies the LOCKRUN_ZK_* fallbacks.
+func ParseURL(u *url.URL, getenv func(string) string) (Config, error) {
+	c := Config{DialTimeout: DefaultDialTimeout, RequestTimeout: DefaultRequestTimeout, TickTime: DefaultTickTime}
+	if u.Scheme != "zk" && u.Scheme != "zks" {
+		return c, invalid("scheme %q: use zk:// or zks://", u.Scheme)
+	}
+	if u.Opaque != "" || u.Host == "" {
+		return c, invalid("no host: use %s://host:2181[,host2:2181][/root]", u.Scheme)
+	}
+	var err error
+	if c.Servers, err = servers(u.Host); err != nil {
+		return c, err
+	}
+	if c.Root, err = root(u.Path); err != nil {
+		return c, err
+	}
+	if err := c.credentials(u, getenv); err != nil {
+		return c, err
+	}
+	if err := c.options(u.Query()); err != nil {
+		return c, err
+	}
+	q := u.Query()
+	if u.Scheme == "zk" {
+		if q.Has("cacert") || q.Has("cert") || q.Has("key") {
+			return c, invalid("cacert, cert and key need TLS: use zks://")
+		}
+		return c, nil
+	}
+	if c.TLS, err = urlopt.TLS(file(q, "cacert", EnvCACert, getenv), file(q, "cert", EnvCert, getenv), file(q, "key", EnvKey, getenv)); err != nil {
+		return c, invalid("%v", err)
+	}
+	return c, nil
+}
+
+// options reads the query parameters other than the TLS files.
+func (c *Config) options(q url.Values) error {
+	if err := urlopt.Known(q, "dial_timeout", "request_timeout", "tick_time", "cacert", "cert", "key"); err != nil {
+		return invalid("%v", err)
+	}
+	var err error
+	if c.DialTimeout, err = urlopt.Duration(q, "dial_timeout", c.DialTimeout); err != nil {
+		return invalid("%v", err)
+	}
+	if c.RequestTimeout, err = urlopt.Duration(q, "request_timeout", c.RequestTimeout); err != nil {
+		return invalid("%v", err)
+	}
+	if c.TickTime, err = urlopt.Duration(q, "tick_time", c.TickTime); err != nil {
+		return invalid("%v", err)
+	}
+	return nil
+}
+
+func invalid(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", backend.ErrInvalidURL, fmt.Sprintf(format, a...))
+}
+
+// servers splits "h1:2181,h2" into host:port pairs, adding the default
+// port where it is missing.
+func servers(hosts string) ([]string, error) {
+	var out []string
+	for _, h := range strings.Split(hosts, ",") {
+		if h == "" {
+			return nil, invalid("empty host in %q: separate hosts with single commas", hosts)
+		}
+		if _, _, err := net.SplitHostPort(h); err != nil {
+			h = net.JoinHostPort(strings.Trim(h, "[]"), DefaultPort)
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+// root turns the URL path into the node below which lockrun works: no path
+// means DefaultRoot; a trailing slash is dropped.
+func root(path string) (string, error) {
+	path = strings.TrimSuffix(path, "/")
+	if path == "" {
+		return DefaultRoot, nil
+	}
+	for _, seg := range strings.Split(path[1:], "/") {
+		if seg == "" || seg == "." || seg == ".." || seg == "zookeeper" && !strings.Contains(path[1:], "/") {
+			return "", invalid("root %q: use a path such as /lockrun or /team/locks (no empty, . or .. segment, not /zookeeper)", path)
+		}
+	}
+	return path, nil
+}
+
+// credentials takes the digest user and password from the URL, else from
+// LOCKRUN_ZK_USER; the password possibly from LOCKRUN_ZK_PASSWORD. Digest
+// auth needs both or neither.
+func (c *Config) credentials(u *url.URL, getenv func(string) string) error {
+	if u.User != nil {
+		c.User = u.User.Username()
+		c.Password, _ = u.User.Password()
+	} else {
+		c.User = getenv(EnvUser)
+	}
+	if c.User == "" && c.Password == "" {
+		return nil
+	}
+	if c.Password == "" {
+		c.Password = getenv(EnvPassword)
+	}
+	if c.User == "" || c.Password == "" || strings.Contains(c.User, ":") {
+		return invalid("digest auth needs a user (without ':') and a password: write %s://USER:PASSWORD@host, or set %s and %s", u.Scheme, EnvUser, EnvPassword)
+	}
+	return nil
+}
+
+// file is the PEM file in the URL's parameter name, else the one in the
+// environment variable env; its Name tells the user where it came from,
+// or both places when neither gave it.
+func file(q url.Values, name, env string, getenv func(string) string) urlopt.File {
+	if q.Has(name) {
+		return urlopt.File{Name: name, Path: q.Get(name)}
+	}
+	if path := getenv(env); path != "" {
+		return urlopt.File{Name: env, Path: path}
+	}
+	return urlopt.File{Name: name + " (or " + env + ")"}
+}
