@@ -47,10 +47,13 @@ lint:
 	$(GO) run $(STATICCHECK) ./...
 
 # The fault harness's long run: every case on every backend for
-# FAULTS_DURATION each; prints the table of docs/reliability.md.
+# FAULTS_DURATION each; prints the table of docs/reliability.md, under a
+# line with the date and the commit. FAULTS_ARGS adds flags, e.g.
+# -faults.hog (every case beside a busy loop on every core).
 FAULTS_DURATION ?= 2m
+FAULTS_ARGS ?=
 faults: services
-	$(GO) test -count=1 -timeout 6h -v -run TestFaults ./tests/faults -args -faults.duration=$(FAULTS_DURATION)
+	$(GO) test -count=1 -timeout 6h -v -run TestFaults ./tests/faults -args -faults.duration=$(FAULTS_DURATION) $(FAULTS_ARGS)
 
 # lockrun against flock, redis-cli, etcdctl lock and psql on every backend,
 # in one run (a few minutes): the tables of docs/performance.md.

@@ -5,9 +5,7 @@ package examples
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -142,29 +140,5 @@ func TestSystemdService(t *testing.T) {
 	hold(t, fleet, "nightly-report")
 	if out, code := shell(t, fleet, start); code != 75 {
 		t.Errorf("ExecStart on a busy lock: exit %d, output %q; want 75", code, out)
-	}
-}
-
-func TestFencedBackfillRefusesStaleTokens(t *testing.T) {
-	locks, store := "file://"+t.TempDir(), filepath.Join(t.TempDir(), "store")
-	out, code := shell(t, locks, `lockrun run backfill-2026 -- examples/fenced-backfill/backfill.sh "$1"`, store)
-	if code != 0 {
-		t.Fatalf("backfill exit %d: %s", code, out)
-	}
-	before, _ := os.ReadFile(store)
-	if n := strings.Count(string(before), "batch"); n != 3 {
-		t.Fatalf("store has %d batches, want 3:\n%s", n, before)
-	}
-	token := strings.TrimSpace(line(t, store+".fence.value", ""))
-	// A writer that lost its lock while paused still has token-1.
-	stale := fmt.Sprintf(`t=%s; examples/fenced-backfill/fenced-write "$1" $((t-1)) "stale write"`, token)
-	if out, code := shell(t, locks, stale, store); code != 1 || !strings.Contains(out, "refused") {
-		t.Errorf("stale write: exit %d, %q; want refused", code, out)
-	}
-	if after, _ := os.ReadFile(store); !bytes.Equal(before, after) {
-		t.Errorf("a stale write changed the store:\n%s", after)
-	}
-	if out, code := shell(t, locks, `lockrun run backfill-2026 -- examples/fenced-backfill/backfill.sh "$1"`, store); code != 0 {
-		t.Errorf("next run with a higher token refused: exit %d, %s", code, out)
 	}
 }

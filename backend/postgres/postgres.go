@@ -65,13 +65,20 @@ func (b *Backend) Close() error {
 }
 
 // Init creates the lease table if it does not exist, for teams that forbid
-// DDL at run time (see ParamCreateTable). It is safe to run concurrently
-// and more than once.
+// DDL at run time (see ParamCreateTable), and installs lockrun_fence in
+// its schema (see FenceSQLState). It is safe to run concurrently and more
+// than once.
 func (b *Backend) Init(ctx context.Context) error {
 	err := b.session(ctx, func(ctx context.Context, c *pgx.Conn) error {
 		return b.createTable(ctx, c)
 	})
-	return b.fail("creating table "+b.Table(), err)
+	if err != nil {
+		return b.fail("creating table "+b.Table(), err)
+	}
+	err = b.session(ctx, func(ctx context.Context, c *pgx.Conn) error {
+		return b.installFence(ctx, c)
+	})
+	return b.fail("installing "+b.Fence(), err)
 }
 
 // Acquire takes the lock in one statement; see sql/acquire.sql. With

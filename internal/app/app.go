@@ -46,7 +46,7 @@ func newApp(st *state) *cli.App {
 		Description: "lockrun takes a lease on a named lock, runs the command, renews the lease while it runs,\n" +
 			"hands it a fencing token in LOCKRUN_FENCING_TOKEN, and kills it before the lease can\n" +
 			"expire if the lock is lost. See 'lockrun run --help'.",
-		Commands:        []*cli.Command{runCommand(st), statusCommand(st), releaseCommand(st), initCommand(st), watchdogCommand()},
+		Commands:        []*cli.Command{runCommand(st), statusCommand(st), releaseCommand(st), initCommand(st), checkpointCommand(st), fenceCommand(st), watchdogCommand()},
 		Reader:          st.stdin,
 		Writer:          st.stdout,
 		ErrWriter:       st.stderr,
@@ -55,7 +55,7 @@ func newApp(st *state) *cli.App {
 		ExitErrHandler:  func(*cli.Context, error) {}, // main owns the exit
 		Action: func(c *cli.Context) error {
 			if c.Args().Present() {
-				return usagef("unknown command %q: use run, status, release or init (see lockrun --help)", c.Args().First())
+				return usagef("unknown command %q: use run, status, release, init, checkpoint or fence (see lockrun --help)", c.Args().First())
 			}
 			_ = cli.ShowAppHelp(c)
 			return usagef("no command given")

@@ -16,7 +16,7 @@ type initer interface {
 func initCommand(st *state) *cli.Command {
 	return &cli.Command{
 		Name:  "init",
-		Usage: "prepare the backend's store (e.g. create the PostgreSQL lease table); safe to repeat",
+		Usage: "prepare the backend's store (PostgreSQL: the lease table and lockrun_fence; Redis: the fence functions); safe to repeat",
 		UsageText: "lockrun init [--backend URL]\n\n" +
 			"   Backends that need nothing prepared say so and exit 0.",
 		OnUsageError: onUsageError,

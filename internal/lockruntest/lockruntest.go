@@ -18,8 +18,15 @@ import (
 
 var (
 	mu     sync.Mutex
-	builds = map[string]string{} // package dir and tags → binary
+	builds = map[string]*build{} // package dir and tags → its build
 )
+
+// build is one binary, built once per test process.
+type build struct {
+	done chan struct{} // closed when bin or err is set
+	bin  string
+	err  error
+}
 
 // Binary returns the path of a lockrun built from this checkout.
 func Binary(t testing.TB) string {
@@ -32,28 +39,60 @@ func Binary(t testing.TB) string {
 // returns the binary's path.
 func Build(t testing.TB, dir string) string {
 	t.Helper()
-	return build(t, dir, "")
+	return BuildTags(t, dir)
 }
 
-func build(t testing.TB, dir, tags string) string {
+// BuildTags is Build with build tags (such as "testhooks"): each package
+// and set of tags is built once per test process.
+func BuildTags(t testing.TB, dir string, tags ...string) string {
 	t.Helper()
+	b := start(dir, tags)
+	<-b.done
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.bin
+}
+
+// Prebuild starts the build of dir with tags in the background, if it has
+// not started yet, so that several builds run at once: Build and BuildTags
+// wait for it.
+func Prebuild(dir string, tags ...string) { start(dir, tags) }
+
+// start returns the build of dir with tags, starting it if need be.
+func start(dir string, tags []string) *build {
 	_, self, _, _ := runtime.Caller(0)
 	pkg := filepath.Join(filepath.Dir(self), "..", "..", dir)
+	key := pkg + " " + strings.Join(tags, ",")
 	mu.Lock()
 	defer mu.Unlock()
-	if bin, ok := builds[pkg+" "+tags]; ok {
-		return bin
+	if b, ok := builds[key]; ok {
+		return b
 	}
+	b := &build{done: make(chan struct{})}
+	builds[key] = b
+	go func() {
+		defer close(b.done)
+		b.bin, b.err = compile(pkg, tags)
+	}()
+	return b
+}
+
+// compile builds the main package pkg with tags into a new directory.
+func compile(pkg string, tags []string) (string, error) {
 	out, err := os.MkdirTemp("", "lockrun-bin")
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	bin := filepath.Join(out, filepath.Base(pkg))
-	if msg, err := exec.Command("go", "build", "-tags", tags, "-o", bin, pkg).CombinedOutput(); err != nil {
-		t.Fatalf("building %s (tags %q): %v\n%s", pkg, tags, err, msg)
+	args := []string{"build", "-o", bin}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
 	}
-	builds[pkg+" "+tags] = bin
-	return bin
+	if msg, err := exec.Command("go", append(args, pkg)...).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building %s: %w\n%s", pkg, err, msg)
+	}
+	return bin, nil
 }
 
 // Result is how one lockrun run ended.
@@ -128,13 +167,4 @@ func Alive(pid int) bool {
 	}
 	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
 	return len(f) > 0 && f[0] != "Z"
-}
-
-// BuildTags builds the main package in dir (relative to the module root)
-// with the build tags given, once per test process and set of tags, and
-// returns the binary's path: `BuildTags(t, "cmd/lockrun", "testhooks")`
-// is lockrun with its test hooks (see internal/runner/testhook_on.go).
-func BuildTags(t testing.TB, dir string, tags ...string) string {
-	t.Helper()
-	return build(t, dir, strings.Join(tags, ","))
 }

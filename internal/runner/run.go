@@ -113,14 +113,16 @@ func Run(ctx context.Context, job Job) error {
 // lease, nor after the lease's term deadline.
 func runCommand(ctx context.Context, job Job, proc *process, g grant, sigs <-chan os.Signal, log *slog.Logger) (status int, why, err error) {
 	p := job.Policy
-	env := childEnv(os.Environ(), map[string]string{
+	ctl := startControl(job, g.lease, log) // the command's channel to us: checkpoints, fence checks
+	defer ctl.close()
+	env := childEnv(os.Environ(), ctl.vars(map[string]string{
 		"LOCKRUN_FENCING_TOKEN": g.lease.Token().String(),
 		"LOCKRUN_KEY":           job.Key,
 		"LOCKRUN_HOLDER":        job.Acquire.Holder,
 		"LOCKRUN_RUN_ID":        job.Acquire.RunID,
 		"LOCKRUN_TTL":           p.TTL.String(),
 		"LOCKRUN_BACKEND":       job.BackendURL,
-	})
+	}))
 	// The watchdog kills halfway between lockrun's own SIGKILL and the
 	// local deadline: a backstop that never pre-empts lockrun.
 	backstop := p.Margin / 2
@@ -136,6 +138,7 @@ func runCommand(ctx context.Context, job Job, proc *process, g grant, sigs <-cha
 	keeper := heartbeat.Start(ctx, g.lease, p, g.sent, heartbeat.WithLogger(log), heartbeat.WithClock(job.Clock),
 		heartbeat.OnExtend(func(killAt time.Time) { proc.arm(killAt.Add(backstop)) }))
 	defer keeper.Stop()
+	ctl.watch(keeper.Lost())
 	s := &supervisor{p: proc, loss: keeper, clock: job.Clock, sigs: sigs, grace: p.Grace, backstop: backstop, log: log}
 	if job.MaxRun > 0 {
 		s.maxRunAt = started.Add(job.MaxRun)

@@ -185,3 +185,14 @@ func TestFailOpenWatchdogGuardsTheCommand(t *testing.T) {
 		waitDead(t, pids, 2*time.Second)
 	})
 }
+
+// A command run without the lock has no token: a fence check and a
+// checkpoint are refused as for a lost lock (76), saying why.
+func TestFailOpenRefusesFenceChecksAndCheckpoints(t *testing.T) {
+	bin := lockruntest.Binary(t)
+	script := bin + " fence check; echo fence=$?; " + bin + " checkpoint get; echo checkpoint=$?"
+	r := run(t, withBackend(unreachable(t)["redis"]), "run", "--fail-open", "k", "--", "sh", "-c", script)
+	if r.Stdout != "fence=76\ncheckpoint=76\n" || strings.Count(r.Stderr, "WITHOUT the lock (--fail-open)") != 2 {
+		t.Errorf("fence check and checkpoint get under --fail-open: stdout %q, stderr %q; want both refused with 76, saying why", r.Stdout, r.Stderr)
+	}
+}

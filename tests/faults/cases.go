@@ -36,26 +36,36 @@ type Target struct {
 type Case struct {
 	Name        string
 	Net         bool          // needs a network link to cut
-	Mode        string        // the command's mode, see ChildMain
+	Mode        string        // the command's mode, see faultchild
 	Hold        time.Duration // how long each command runs
 	Competitors int
 	MayOverlap  bool          // the fault freezes the holder's whole machine
 	MustLose    bool          // the fault must make some lockrun exit 76
 	MinDuration time.Duration // shortest run in which the fault can bite
+	Quiet       bool          // no fault: no lock may be lost, and MinRuns commands must run
+	MinRuns     int           // with Quiet: fewer commands run means the case did not run
+	Hog         bool          // runs beside a busy loop on every core (see faultRun.all)
+	Hooked      bool          // needs lockrun built with the testhooks tag
+	BlockStderr bool          // lockrun's stderr is a full pipe nobody reads
+	Env         []string      // more environment for lockrun
 	Fault       func(ctx context.Context, a *attack)
 }
 
 // Cases are the faults of the harness, in the order of the issue.
 var Cases = []Case{
-	{Name: "1-no-fault", Hold: 20 * time.Millisecond, Competitors: 5},
+	{Name: "1-no-fault", Hold: 20 * time.Millisecond, Competitors: 5, Quiet: true, MinRuns: 10},
 	{Name: "2-blackhole", Net: true, Hold: time.Hour, Competitors: 3, MustLose: true, Fault: blackhole},
 	{Name: "3-latency", Net: true, Hold: 1500 * time.Millisecond, Competitors: 3, MustLose: true, MinDuration: 8 * time.Second, Fault: latency},
-	{Name: "4-server-freeze-restart", Net: true, Hold: time.Hour, Competitors: 3, MustLose: true, Fault: freezeServer},
+	{Name: "4-server-freeze-restart", Net: true, Hold: time.Hour, Competitors: 3, MustLose: true, MinDuration: 4 * time.Second, Fault: freezeServer},
 	{Name: "5-slow-acquire-reply", Net: true, Hold: 200 * time.Millisecond, Competitors: 2, MinDuration: 10 * time.Second, Fault: slowReplies},
 	{Name: "6-lockrun-sigkill", Mode: "escape", Hold: time.Hour, Competitors: 3, Fault: killLockrun},
 	{Name: "7-lockrun-frozen", Hold: time.Hour, Competitors: 3, MustLose: true, Fault: freezeLockrun},
-	{Name: "8-machine-paused", Hold: time.Hour, Competitors: 3, MayOverlap: true, MustLose: true, Fault: pauseMachine},
-	{Name: "9-stubborn-escaping-child", Mode: "escape", Hold: 2 * time.Second, Competitors: 3, MustLose: true, Fault: loseRepeatedly},
+	{Name: "8-machine-paused", Hold: time.Hour, Competitors: 3, MayOverlap: true, MustLose: true, MinDuration: 4 * time.Second, Fault: pauseMachine},
+	{Name: "9-stubborn-escaping-child", Mode: "escape", Hold: 2 * time.Second, Competitors: 3, MustLose: true, MinDuration: 4 * time.Second, Fault: loseRepeatedly},
+	{Name: "10-freeze-before-exec", Hold: time.Hour, Competitors: 2, Hooked: true, Env: []string{hookEnv}, Fault: freezeBeforeExec},
+	{Name: "11-watchdog-killed-then-frozen", Hold: time.Hour, Competitors: 3, MustLose: true, Fault: killWatchdogThenFreeze},
+	{Name: "12-blocked-stderr-release", Mode: "stubborn", Hold: time.Hour, Competitors: 1, BlockStderr: true, MustLose: true, Fault: releaseUnderBlockedStderr},
+	{Name: "13-cpu-pressure", Hold: 20 * time.Millisecond, Competitors: 5, Quiet: true, MinRuns: 5, MinDuration: 4 * time.Second, Hog: true},
 }
 
 // blackhole holds requests, then replies, for longer than the TTL, then
@@ -130,11 +140,13 @@ func killLockrun(ctx context.Context, a *attack) {
 		}
 		killed := time.Now()
 		_ = syscall.Kill(h.PID, syscall.SIGKILL)
-		if died := waitDeath(l.pid, time.Second); died.Sub(killed) > 100*time.Millisecond {
-			a.res.failf("the command of a SIGKILLed lockrun lived %v on", died.Sub(killed))
+		if pidAliveAt(l.pid, killed.Add(100*time.Millisecond)) {
+			died := waitDeath(l.pid, time.Second)
+			a.res.failf("the command of a SIGKILLed lockrun was alive 100ms on (seen dead after %v)", died.Sub(killed).Round(time.Millisecond))
 		}
-		if end, ok := a.waitEnd(l.token, 2*time.Second); !ok || end.Sub(killed) > time.Second {
-			a.res.failf("what the command of a SIGKILLed lockrun started lived %v on", end.Sub(killed))
+		if runAliveAt(l, killed.Add(time.Second)) {
+			end, _ := a.waitEnd(l.token, time.Second)
+			a.res.failf("what the command of a SIGKILLed lockrun started was alive 1s on (seen dead after %v)", end.Sub(killed).Round(time.Millisecond))
 		}
 		if next, ok := a.nextGrant(h.Token, a.tg.TTL+2*time.Second); ctx.Err() == nil && (!ok || next.Sub(killed) > a.tg.TTL+time.Second) {
 			a.res.failf("lock of a SIGKILLed holder not free within its %v TTL", a.tg.TTL)
@@ -152,10 +164,11 @@ func freezeLockrun(ctx context.Context, a *attack) {
 		}
 		stopped := time.Now()
 		_ = syscall.Kill(h.PID, syscall.SIGSTOP)
-		end, ok := a.waitEnd(l.token, 2*a.tg.TTL)
+		alive := runAliveAt(l, stopped.Add(a.tg.TTL))
+		end, _ := a.waitEnd(l.token, a.tg.TTL)
 		_ = syscall.Kill(h.PID, syscall.SIGCONT)
-		if !ok || end.Sub(stopped) > a.tg.TTL {
-			a.res.failf("command of a frozen lockrun lived %v past the freeze (ttl %v)", end.Sub(stopped), a.tg.TTL)
+		if alive {
+			a.res.failf("command of a frozen lockrun %s", a.pastFreeze(h, stopped, end))
 		}
 	}
 }
@@ -175,8 +188,9 @@ func pauseMachine(ctx context.Context, a *attack) {
 		sleep(ctx, a.tg.TTL*3/2)
 		resumed := time.Now()
 		signalAll(frozen, syscall.SIGCONT)
-		if end, ok := a.waitEnd(l.token, 2*time.Second); !ok || end.Sub(resumed) > 200*time.Millisecond {
-			a.res.failf("command lived %v after the machine resumed", end.Sub(resumed))
+		if runAliveAt(l, resumed.Add(200*time.Millisecond)) {
+			end, _ := a.waitEnd(l.token, 2*time.Second)
+			a.res.failf("command alive 200ms after the machine resumed (seen dead after %v)", end.Sub(resumed).Round(time.Millisecond))
 		}
 	}
 }

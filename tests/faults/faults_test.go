@@ -5,6 +5,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,41 +18,163 @@ import (
 )
 
 var (
-	duration = flag.Duration("faults.duration", 4*time.Second, "how long each case runs on each backend")
+	duration = flag.Duration("faults.duration", 2*time.Second, "how long each case runs on each backend")
 	only     = flag.String("faults.backends", "", "comma-separated backends to attack (default: all)")
 	cases    = flag.String("faults.cases", "", "comma-separated case numbers to run (default: all)")
+	hog      = flag.Bool("faults.hog", false, "run every case beside a busy loop on every core")
 )
 
 // TestFaults runs every case on every backend and fails on any overlap
 // where lockrun's timers ran, any stale write accepted, any late kill, any
 // orphan, and any fault that did not bite.
 func TestFaults(t *testing.T) {
-	lockrun := lockruntest.Binary(t)
-	child := lockruntest.Build(t, "tests/faults/faultchild")
-	var results []Result
+	hooked := anyCase(func(c Case) bool { return c.Hooked })
+	lockruntest.Prebuild("cmd/lockrun") // the builds run beside each other and the servers' start
+	lockruntest.Prebuild("tests/faults/faultchild")
+	if hooked {
+		lockruntest.Prebuild("cmd/lockrun", "testhooks")
+	}
+	var tgs []Target
 	for _, tg := range targets(t) {
-		if !selected(*only, tg.Name) {
-			continue
-		}
-		for _, c := range Cases {
-			if !selected(*cases, c.Name[:strings.IndexByte(c.Name, '-')]) || c.Net && tg.Proxy == nil || c.Fault == nil && c.Name != "1-no-fault" {
-				continue
-			}
-			if (c.Name == "4-server-freeze-restart") && tg.Server == nil || tg.Cases != nil && !slices.Contains(tg.Cases, c.Name) {
-				continue
-			}
-			t.Run(tg.Name+"/"+c.Name, func(t *testing.T) {
-				r := Run(tg, c, lockrun, child, *duration)
-				results = append(results, r)
-				for _, f := range r.Failures {
-					t.Error(f)
-				}
-			})
+		if selected(*only, tg.Name) {
+			tgs = append(tgs, tg)
 		}
 	}
-	printTable(os.Stdout, results)
-	t.Log(summary(results))
-	os.Stdout.WriteString(summary(results) + "\n")
+	fr := &faultRun{results: map[string][]Result{}}
+	fr.bins = Binaries{Lockrun: lockruntest.Binary(t), Child: lockruntest.Build(t, "tests/faults/faultchild")}
+	if hooked {
+		fr.bins.Hooked = lockruntest.BuildTags(t, "cmd/lockrun", "testhooks")
+	}
+	started := time.Now()
+	fr.all(t, tgs)
+	report(t, tgs, fr.results, started)
+}
+
+// faultRun runs the cases and collects their results.
+type faultRun struct {
+	bins    Binaries
+	mu      sync.Mutex
+	results map[string][]Result // by backend, in the order run
+}
+
+// all attacks every target at the same time, one goroutine each (not
+// t.Parallel, which would run GOMAXPROCS of them at a time), each its
+// cases in order. The cases meant to run beside the busy loops come last:
+// every target waits until all have run their other cases, then the loops
+// start, so that they load no case but those meant to be loaded.
+func (fr *faultRun) all(t *testing.T, tgs []Target) {
+	var others, loaded, wg sync.WaitGroup
+	others.Add(len(tgs))
+	loaded.Add(len(tgs))
+	hogDone := make(chan struct{})
+	go func() {
+		defer close(hogDone)
+		others.Wait()
+		if anyCase(hogged) {
+			defer startHog(fr.bins.Child, hogBound())()
+		}
+		loaded.Wait()
+	}()
+	for i, tg := range tgs {
+		wg.Go(func() {
+			t.Run(tg.Name, func(t *testing.T) {
+				defer loaded.Done()
+				arrived := sync.OnceFunc(others.Done)
+				defer arrived()
+				fr.cases(t, tg, false, 2*i)
+				arrived()
+				others.Wait()
+				fr.cases(t, tg, true, 0)
+			})
+		})
+	}
+	wg.Wait()
+	<-hogDone
+}
+
+// cases runs on tg the cases that apply to it and are, or are not,
+// meant to run beside the busy loops, from the one at index from on and
+// round: the targets start at different cases, so that the busy ones (1,
+// with five competitors) do not all run at once.
+func (fr *faultRun) cases(t *testing.T, tg Target, loaded bool, from int) {
+	for k := range Cases {
+		c := Cases[(from+k)%len(Cases)]
+		if !applies(c, tg) || hogged(c) != loaded {
+			continue
+		}
+		t.Run(c.Name, func(t *testing.T) {
+			r := Run(tg, c, fr.bins, *duration)
+			fr.mu.Lock()
+			fr.results[tg.Name] = append(fr.results[tg.Name], r)
+			fr.mu.Unlock()
+			for _, f := range r.Failures {
+				t.Error(f)
+			}
+		})
+	}
+}
+
+// hogged tells whether c runs beside a busy loop on every core.
+func hogged(c Case) bool { return c.Hog || *hog }
+
+// hogBound is longer than the cases beside the busy loops can take: the
+// loops end by themselves then, should the test die without stopping them.
+func hogBound() time.Duration {
+	var d time.Duration
+	for _, c := range Cases {
+		if hogged(c) {
+			d += max(*duration, c.MinDuration) + 30*time.Second
+		}
+	}
+	return d
+}
+
+// caseIndex is the place of the case named name in Cases.
+func caseIndex(name string) int {
+	return slices.IndexFunc(Cases, func(c Case) bool { return c.Name == name })
+}
+
+// wanted tells whether c is selected by the flags.
+func wanted(c Case) bool {
+	return selected(*cases, c.Name[:strings.IndexByte(c.Name, '-')])
+}
+
+// applies tells whether c is wanted and can run against tg.
+func applies(c Case, tg Target) bool {
+	switch {
+	case !wanted(c), c.Net && tg.Proxy == nil, c.Fault == nil && !c.Quiet:
+		return false
+	case c.Name == "4-server-freeze-restart" && tg.Server == nil:
+		return false
+	case tg.Cases != nil && !slices.Contains(tg.Cases, c.Name):
+		return false
+	}
+	return true
+}
+
+// anyCase tells whether a wanted case has property p.
+func anyCase(p func(Case) bool) bool {
+	for _, c := range Cases {
+		if p(c) && wanted(c) {
+			return true
+		}
+	}
+	return false
+}
+
+// report prints the table of the results, backend by backend in order,
+// under a line that says when, where and on which commit they were taken.
+func report(t *testing.T, tgs []Target, results map[string][]Result, started time.Time) {
+	var all []Result
+	for _, tg := range tgs {
+		rs := results[tg.Name]
+		slices.SortStableFunc(rs, func(a, b Result) int { return caseIndex(a.Case) - caseIndex(b.Case) })
+		all = append(all, rs...)
+	}
+	os.Stdout.WriteString(provenance(started, *duration, *hog) + "\n\n")
+	printTable(os.Stdout, all)
+	t.Log(summary(all))
+	os.Stdout.WriteString("\n" + summary(all) + "\n")
 }
 
 func selected(list, name string) bool {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lockrun/lockrun/internal/heartbeat"
 	"github.com/lockrun/lockrun/internal/procfs"
 )
 
@@ -28,6 +30,8 @@ type Fleet struct {
 	Hold        time.Duration // how long each command writes
 	Mode        string        // the child's mode: "", "stubborn", "escape"
 	Competitors int
+	Env         []string // more environment for lockrun, e.g. a test hook
+	BlockStderr bool     // lockrun's stderr is a full pipe that nobody reads
 	Oracle      *Oracle
 
 	mu       sync.Mutex
@@ -39,9 +43,11 @@ type Attempt struct {
 	PID      int       // lockrun's pid
 	Token    uint64    // 0 if it never got the lock
 	Acquired time.Time // when lockrun logged the acquisition
+	KillBy   time.Time // lockrun's kill deadline by its last log record (wall clock)
 	Exit     int       // its exit status; -1 while running
 	Ended    time.Time
 	Log      []string // what it printed that was not a debug record
+	Unblock  func()   // with BlockStderr: start reading lockrun's stderr
 }
 
 // Run runs the competitors until ctx ends, then waits for every lockrun
@@ -61,35 +67,76 @@ func (f *Fleet) Run(ctx context.Context) {
 
 // once runs one lockrun to its end.
 func (f *Fleet) once(ctx context.Context) {
-	cmd := exec.Command(f.Lockrun, "run", "--wait", "--timeout", "20s", "-v", "--log-format", "json",
-		"--ttl", f.TTL.String(), "--backend", f.Backend, f.Key, "--", f.Child)
-	cmd.Env = append(os.Environ(), envOracle+"="+f.Oracle.Addr(), envHold+"="+f.Hold.String(), envMode+"="+f.Mode)
-	stderr, err := cmd.StderrPipe()
+	args := []string{"run", "--wait", "-v", "--log-format", "json"}
+	if f.BlockStderr {
+		args = args[:2] // warnings only: none comes before the command starts
+	}
+	args = append(args, "--timeout", "20s", "--ttl", f.TTL.String(), "--backend", f.Backend, f.Key, "--", f.Child)
+	cmd := exec.Command(f.Lockrun, args...)
+	cmd.Env = append(os.Environ(), f.Env...)
+	cmd.Env = append(cmd.Env, envOracle+"="+f.Oracle.Addr(), envHold+"="+f.Hold.String(), envMode+"="+f.Mode)
+	a := &Attempt{Exit: -1, Unblock: func() {}}
+	stderr, done, err := f.stderr(cmd, a)
 	if err != nil {
 		return
 	}
+	defer done()
 	if err := cmd.Start(); err != nil {
 		return
 	}
-	a := &Attempt{PID: cmd.Process.Pid, Exit: -1}
+	a.PID = cmd.Process.Pid
 	f.mu.Lock()
 	f.attempts = append(f.attempts, a)
 	f.mu.Unlock()
 	// Once the case is over, every lockrun is told to stop (lockrun
 	// forwards SIGTERM to its command); a command that ignores it is
-	// killed, and lockrun ends as it would for any command.
+	// killed, and lockrun ends as it would for any command. A stderr
+	// that nobody read is read from then on.
 	stop := context.AfterFunc(ctx, func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		time.AfterFunc(2*time.Second, func() {
 			for _, pid := range procfs.Descendants(cmd.Process.Pid) {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
+			a.Unblock()
 		})
 	})
 	defer stop()
-	f.read(a, stderr)
-	err = cmd.Wait()
+	if stderr != nil {
+		f.read(a, stderr)
+	} else {
+		f.resolve(a)
+	}
+	f.ended(a, cmd.Wait())
+}
+
+// stderr gives cmd a stderr: a pipe that read follows or, with
+// BlockStderr, a full pipe that nobody reads until a.Unblock. done
+// releases what the parent holds once lockrun has been started and waited
+// for.
+func (f *Fleet) stderr(cmd *exec.Cmd, a *Attempt) (_ io.Reader, done func(), _ error) {
+	if !f.BlockStderr {
+		r, err := cmd.StderrPipe()
+		return r, func() {}, err
+	}
+	r, w, err := fullPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd.Stderr = w
+	var once sync.Once
+	a.Unblock = func() {
+		once.Do(func() {
+			go func() { _, _ = io.Copy(io.Discard, r); r.Close() }()
+		})
+	}
+	return nil, func() { w.Close(); a.Unblock() }, nil
+}
+
+// ended records how lockrun ended.
+func (f *Fleet) ended(a *Attempt, err error) {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	a.Ended, a.Exit = time.Now(), 0
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
@@ -98,32 +145,39 @@ func (f *Fleet) once(ctx context.Context) {
 			a.Exit = 128 + int(ws.Signal())
 		}
 	}
-	f.mu.Unlock()
 }
 
 // read follows lockrun's JSON log for the acquisition, and keeps the
 // records that are not debug chatter.
-func (f *Fleet) read(a *Attempt, r interface{ Read([]byte) (int, error) }) {
+func (f *Fleet) read(a *Attempt, r io.Reader) {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		line := sc.Text()
 		var rec struct {
-			Time  time.Time `json:"time"`
-			Level string    `json:"level"`
-			Msg   string    `json:"msg"`
-			Token string    `json:"token"`
+			Time   time.Time     `json:"time"`
+			Level  string        `json:"level"`
+			Msg    string        `json:"msg"`
+			Token  string        `json:"token"`
+			Took   time.Duration `json:"took"`
+			KillBy time.Duration `json:"kill_by"`
 		}
 		if json.Unmarshal([]byte(line), &rec) != nil {
 			f.note(a, line)
 			continue
 		}
-		if rec.Msg == "lock acquired" {
+		switch {
+		case rec.Msg == "lock acquired":
 			tok, _ := strconv.ParseUint(rec.Token, 10, 64)
 			f.Oracle.Granted(tok)
+			p, _ := heartbeat.NewPolicy(f.TTL)
 			f.mu.Lock()
-			a.Token, a.Acquired = tok, rec.Time
+			a.Token, a.Acquired, a.KillBy = tok, rec.Time, p.KillAt(rec.Time.Add(-rec.Took))
 			f.mu.Unlock()
-		} else if rec.Level != "DEBUG" || strings.Contains(line, "too late to run") {
+		case rec.Msg == "lease renewed":
+			f.mu.Lock()
+			a.KillBy = rec.Time.Add(rec.KillBy)
+			f.mu.Unlock()
+		case rec.Level != "DEBUG" || strings.Contains(line, "too late to run"):
 			f.note(a, line)
 		}
 	}
@@ -144,6 +198,18 @@ func (f *Fleet) Attempts() []Attempt {
 		out[i] = *a
 	}
 	return out
+}
+
+// attempt returns a copy of the attempt of the lockrun with pid.
+func (f *Fleet) attempt(pid int) (Attempt, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, a := range f.attempts {
+		if a.PID == pid {
+			return *a, true
+		}
+	}
+	return Attempt{}, false
 }
 
 // Holder waits until some lockrun holds the lock and its command has

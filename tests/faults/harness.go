@@ -3,16 +3,56 @@ package faults
 import (
 	"context"
 	"crypto/rand"
+	"fmt"
 	"time"
+
+	"github.com/lockrun/lockrun/internal/lockruntest"
 )
 
 // attack is one case running against one target.
 type attack struct {
-	tg       Target
-	fleet    *Fleet
-	duration time.Duration
-	res      *Result
-	phase    time.Time // when a two-phase fault switched phase
+	tg        Target
+	fleet     *Fleet
+	duration  time.Duration
+	res       *Result
+	phase     time.Time       // when a two-phase fault switched phase
+	fleetDone <-chan struct{} // closed once every lockrun of the fleet has ended
+}
+
+// Binaries are the programs a case runs.
+type Binaries struct {
+	Lockrun string // the binary under test
+	Hooked  string // the same, built with the testhooks tag (for Case.Hooked)
+	Child   string // the command, tests/faults/faultchild
+}
+
+// The checks of "dead by a bound" read the kernel's state at the bound
+// (pidAliveAt, runAliveAt) rather than a time of death the harness saw:
+// a harness that runs late on a loaded machine probes a later moment, so
+// it can miss a death that came just after the bound, never report one
+// that did not come. The times of death it saw are only for the messages.
+
+// pidAliveAt tells whether pid is alive (not dead, not a zombie) at at.
+func pidAliveAt(pid int, at time.Time) bool {
+	time.Sleep(time.Until(at))
+	return lockruntest.Alive(pid)
+}
+
+// runAliveAt tells whether run l is alive at at: some process still
+// holds its connection open.
+func runAliveAt(l life, at time.Time) bool {
+	time.Sleep(time.Until(at))
+	return established(l.conn)
+}
+
+// pastFreeze says how long a frozen lockrun's command lived: "was alive
+// TTL after the freeze", when the harness saw it die, and lockrun's own
+// kill deadline by its last log record, which the watchdog's backstop
+// follows by half the margin.
+func (a *attack) pastFreeze(h Attempt, stopped, end time.Time) string {
+	h, _ = a.fleet.attempt(h.PID)
+	return fmt.Sprintf("was alive %v after the freeze (its ttl; seen dead after %v, lockrun's kill deadline by its log %v after the freeze)",
+		a.tg.TTL, end.Sub(stopped).Round(time.Millisecond), h.KillBy.Sub(stopped).Round(time.Millisecond))
 }
 
 // waitEnd waits until the run with token has ended and returns when.
@@ -42,9 +82,8 @@ func (a *attack) nextGrant(token uint64, within time.Duration) (time.Time, bool)
 	return time.Time{}, false
 }
 
-// Run attacks tg with c for d, using lockrun and child binaries, and
-// returns what went wrong.
-func Run(tg Target, c Case, lockrun, child string, d time.Duration) Result {
+// Run attacks tg with c for d and returns what went wrong.
+func Run(tg Target, c Case, bins Binaries, d time.Duration) Result {
 	res := Result{Backend: tg.Name, Case: c.Name}
 	oracle, err := NewOracle()
 	if err != nil {
@@ -53,11 +92,16 @@ func Run(tg Target, c Case, lockrun, child string, d time.Duration) Result {
 	}
 	defer oracle.Close()
 	fleet := &Fleet{
-		Lockrun: lockrun, Child: child, Backend: tg.URL, Key: "faults-" + rand.Text()[:10],
-		TTL: tg.TTL, Hold: c.Hold, Mode: c.Mode, Competitors: c.Competitors, Oracle: oracle,
+		Lockrun: bins.Lockrun, Child: bins.Child, Backend: tg.URL, Key: "faults-" + rand.Text()[:10],
+		TTL: tg.TTL, Hold: c.Hold, Mode: c.Mode, Competitors: c.Competitors, Env: c.Env,
+		BlockStderr: c.BlockStderr, Oracle: oracle,
+	}
+	if c.Hooked {
+		fleet.Lockrun = bins.Hooked
 	}
 	d = max(d, c.MinDuration)
-	a := &attack{tg: tg, fleet: fleet, duration: d, res: &res}
+	fleetDone := make(chan struct{})
+	a := &attack{tg: tg, fleet: fleet, duration: d, res: &res, fleetDone: fleetDone}
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	faultDone := make(chan struct{})
@@ -68,6 +112,7 @@ func Run(tg Target, c Case, lockrun, child string, d time.Duration) Result {
 		}
 	}()
 	fleet.Run(ctx)
+	close(fleetDone)
 	<-faultDone
 	if tg.Proxy != nil {
 		tg.Proxy.Heal()
@@ -100,7 +145,7 @@ func judge(r *Result, c Case, a *attack, attempts []Attempt) {
 	if c.MustLose && !a.tg.Minority && r.LostExits == 0 {
 		r.failf("the fault never made a lockrun lose its lock: it did not bite")
 	}
-	if c.Name == "1-no-fault" && (r.Runs < 10 || r.LostExits > 0) {
+	if c.Quiet && (r.Runs < c.MinRuns || r.LostExits > 0) {
 		r.failf("%d runs and %d losses without a fault", r.Runs, r.LostExits)
 	}
 	if c.Name == "5-slow-acquire-reply" && (r.Runs > 0 || r.Refusals == 0 && !anyExit(attempts, 69)) {

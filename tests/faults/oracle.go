@@ -21,33 +21,43 @@ import (
 // accepted. The connection's first line marks the run's start and its EOF,
 // when the last process holding it has died, the run's end.
 //
-// Whether an older run is still alive when a newer one writes, or when a
-// newer token is granted, is read from the kernel (the TCP state of the
-// older run's connection: the last process holding it closes it as it
-// dies), not from timestamps taken by goroutines that may run late.
+// Every write is judged under the store's mutex, at the moment and in the
+// order the store takes it, as a real fenced store would: timestamps
+// taken by the goroutines that read the lines order nothing, since the
+// goroutine that read first may take the mutex last. Whether an older run
+// is still alive when a newer one writes, or when a newer token is
+// granted, is read from the kernel (the TCP state of the older run's
+// connection: the last process holding it closes it as it dies).
+//
+// Which run is older is told by the tokens, not by the order in which the
+// store first heard of them: a run whose reader ran late reaches the store
+// after a newer one, as a write delayed in the network would, and is
+// refused; that tokens follow the grants is checked apart from the store.
 type Oracle struct {
 	ln net.Listener
 
 	mu       sync.Mutex
-	fence    uint64
-	writes   []write
+	fence    uint64           // the highest token accepted
+	latest   map[uint64]*life // per token, the run that the store heard of last
+	counted  storeCounts
 	lives    []*life
 	overlaps map[[2]uint64]bool // older, newer token: older alive when newer wrote
 	late     map[[2]uint64]bool // older, newer token: older alive when newer was granted
 	wg       sync.WaitGroup
 }
 
-type write struct {
-	token    uint64
-	at       time.Time
-	accepted bool
+// storeCounts are the store's verdicts on the writes it took.
+type storeCounts struct {
+	staleAccepted int // accepted, but another run had the same token since
+	staleRejected int // refused: a token below one the store had accepted
 }
 
 // life is one command run as the oracle saw it.
 type life struct {
 	token      uint64
 	pid        int
-	start, end time.Time // end is zero while the run is alive
+	start, end time.Time // when the first line was read and the connection closed; end is zero while the run is alive
+	termed     time.Time // when the command reported its first SIGTERM (mode "stubborn"); zero if none
 	conn       net.Conn
 }
 
@@ -57,7 +67,7 @@ func NewOracle() (*Oracle, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &Oracle{ln: ln, overlaps: make(map[[2]uint64]bool), late: make(map[[2]uint64]bool)}
+	o := &Oracle{ln: ln, latest: make(map[uint64]*life), overlaps: make(map[[2]uint64]bool), late: make(map[[2]uint64]bool)}
 	o.wg.Add(1)
 	go o.serve()
 	return o, nil
@@ -96,23 +106,14 @@ func (o *Oracle) handle(c net.Conn) {
 	var l *life
 	sc := bufio.NewScanner(c)
 	for sc.Scan() {
-		token, pid, ok := parseWrite(sc.Text())
-		if !ok {
-			continue
+		kind, token, pid, ok := parseLine(sc.Text())
+		switch {
+		case !ok:
+		case kind == "w":
+			l = o.record(c, l, token, pid, time.Now())
+		case kind == "t" && l != nil:
+			o.termed(l, time.Now())
 		}
-		now := time.Now()
-		o.mu.Lock()
-		if l == nil {
-			l = &life{token: token, pid: pid, start: now, conn: c}
-			o.lives = append(o.lives, l)
-		}
-		o.probeLocked(token, o.overlaps)
-		w := write{token: token, at: now, accepted: token >= o.fence}
-		if w.accepted {
-			o.fence = token
-		}
-		o.writes = append(o.writes, w)
-		o.mu.Unlock()
 	}
 	if l != nil {
 		o.mu.Lock()
@@ -121,14 +122,56 @@ func (o *Oracle) handle(c net.Conn) {
 	}
 }
 
-func parseWrite(line string) (token uint64, pid int, ok bool) {
+// record offers one write of the run l (nil for the connection's first
+// line) to the store and returns the run. now is when the line was read:
+// it dates the run's start for the faults, and orders nothing.
+func (o *Oracle) record(c net.Conn, l *life, token uint64, pid int, now time.Time) *life {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if l == nil {
+		l = &life{token: token, pid: pid, start: now, conn: c}
+		o.lives = append(o.lives, l)
+		o.latest[token] = l
+	}
+	o.probeLocked(token, o.overlaps)
+	o.judgeLocked(l, token)
+	return l
+}
+
+// judgeLocked accepts or refuses a write of run l with token, as a fenced
+// store does, and counts the verdict. Callers hold o.mu.
+func (o *Oracle) judgeLocked(l *life, token uint64) {
+	if token < o.fence {
+		o.counted.staleRejected++ // a zombie's write, turned away
+		return
+	}
+	o.fence = token
+	// A newer run with a higher token would have raised the fence above
+	// this one: only a run with the same token can make it stale.
+	if o.latest[token] != l {
+		o.counted.staleAccepted++
+	}
+}
+
+// parseLine reads "w TOKEN PID SEQ" (a write) or "t TOKEN PID SEQ" (the
+// command got SIGTERM).
+func parseLine(line string) (kind string, token uint64, pid int, ok bool) {
 	f := strings.Fields(line)
-	if len(f) != 4 || f[0] != "w" {
-		return 0, 0, false
+	if len(f) != 4 || f[0] != "w" && f[0] != "t" {
+		return "", 0, 0, false
 	}
 	token, err1 := strconv.ParseUint(f[1], 10, 64)
 	pid, err2 := strconv.Atoi(f[2])
-	return token, pid, err1 == nil && err2 == nil
+	return f[0], token, pid, err1 == nil && err2 == nil
+}
+
+// termed records when run l first reported a SIGTERM.
+func (o *Oracle) termed(l *life, now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if l.termed.IsZero() {
+		l.termed = now
+	}
 }
 
 // Granted records that token was granted now: every older run still
@@ -164,22 +207,22 @@ func established(c net.Conn) bool {
 	return state == unix.BPF_TCP_ESTABLISHED
 }
 
-// counts returns the overlaps and late kills seen.
-func (o *Oracle) counts() (overlaps, late int) {
+// counts returns the overlaps and late kills seen, and the store's verdicts.
+func (o *Oracle) counts() (overlaps, late int, store storeCounts) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return len(o.overlaps), len(o.late)
+	return len(o.overlaps), len(o.late), o.counted
 }
 
-// snapshot returns copies of the lives and writes seen so far.
-func (o *Oracle) snapshot() ([]life, []write) {
+// snapshot returns copies of the runs seen so far.
+func (o *Oracle) snapshot() []life {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	lives := make([]life, len(o.lives))
 	for i, l := range o.lives {
 		lives[i] = *l
 	}
-	return lives, append([]write(nil), o.writes...)
+	return lives
 }
 
 // lifeOf returns the run with token, if it has started.

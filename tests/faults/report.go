@@ -3,9 +3,13 @@ package faults
 import (
 	"fmt"
 	"io"
+	"os/exec"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Result counts what went wrong in one run of one case on one backend.
@@ -13,7 +17,8 @@ type Result struct {
 	Backend, Case    string
 	Runs             int // commands that started
 	Overlaps         int // pairs of runs: the older alive when the newer wrote
-	StaleAccepted    int // writes accepted with a token older than a started run's
+	StaleAccepted    int // writes the fenced store accepted from a run after another run had its token
+	StaleRejected    int // writes the fenced store refused: their token was below one it had accepted
 	LateKills        int // pairs of runs: the older alive when the newer was granted
 	TokenRegressions int // grants whose token did not exceed the previous one
 	LostExits        int // lockruns that exited 76
@@ -24,18 +29,14 @@ type Result struct {
 
 // analyze computes a Result from what the oracle and the fleet saw.
 func analyze(o *Oracle, attempts []Attempt) Result {
-	lives, writes := o.snapshot()
 	var r Result
-	r.Runs = len(lives)
-	r.Overlaps, r.LateKills = o.counts()
+	lives := o.snapshot()
+	overlaps, late, store := o.counts()
+	r.Runs, r.Overlaps, r.LateKills = len(lives), overlaps, late
+	r.StaleAccepted, r.StaleRejected = store.staleAccepted, store.staleRejected
 	for _, l := range lives {
 		if l.end.IsZero() {
 			r.Orphans++
-		}
-	}
-	for _, w := range writes {
-		if w.accepted && startedAbove(lives, w.token, w.at) {
-			r.StaleAccepted++
 		}
 	}
 	grants := make([]Attempt, 0, len(attempts))
@@ -69,33 +70,46 @@ func refused(a Attempt) bool {
 	return false
 }
 
-// startedAbove tells whether a run with a token above token had started
-// before at.
-func startedAbove(lives []life, token uint64, at time.Time) bool {
-	for _, l := range lives {
-		if l.token > token && l.start.Before(at) {
-			return true
-		}
-	}
-	return false
-}
-
 func (r *Result) failf(format string, a ...any) {
 	r.Failures = append(r.Failures, fmt.Sprintf(format, a...))
 }
 
 // printTable writes results as a markdown table.
 func printTable(w io.Writer, results []Result) {
-	fmt.Fprintln(w, "| backend | case | runs | overlaps | stale_accepted | late_kills | token_regressions | lost_exits | refusals | orphans | verdict |")
-	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	fmt.Fprintln(w, "| backend | case | runs | overlaps | stale_accepted | stale_rejected | late_kills | token_regressions | lost_exits | refusals | orphans | verdict |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, r := range results {
 		verdict := "ok"
 		if len(r.Failures) > 0 {
 			verdict = "FAIL: " + strings.Join(r.Failures, "; ")
 		}
-		fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %s |\n", r.Backend, r.Case, r.Runs,
-			r.Overlaps, r.StaleAccepted, r.LateKills, r.TokenRegressions, r.LostExits, r.Refusals, r.Orphans, verdict)
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %s |\n", r.Backend, r.Case, r.Runs,
+			r.Overlaps, r.StaleAccepted, r.StaleRejected, r.LateKills, r.TokenRegressions, r.LostExits, r.Refusals, r.Orphans, verdict)
 	}
+}
+
+// provenance is the line above the table, for the docs made from it: when
+// the run started, for how long each case ran, on which commit (with
+// "-dirty" when the tracked files differ from it), cores and kernel.
+func provenance(started time.Time, d time.Duration, hog bool) string {
+	commit := "unknown"
+	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
+		commit = strings.TrimSpace(string(out))
+		if out, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(out) > 0 {
+			commit += "-dirty"
+		}
+	}
+	kernel := "unknown"
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		kernel = unix.ByteSliceToString(u.Release[:])
+	}
+	pressure := ""
+	if hog {
+		pressure = ", every case beside a busy loop on every core"
+	}
+	return fmt.Sprintf("Fault run started %s, %v per case (longer where a case needs it), at commit `%s`, %d cores, Linux %s%s.",
+		started.UTC().Format("Mon Jan 2 15:04 MST 2006"), d, commit, runtime.NumCPU(), kernel, pressure)
 }
 
 // summary is the one line scripts read.
@@ -105,9 +119,10 @@ func summary(results []Result) string {
 		t.Runs += r.Runs
 		t.Overlaps += r.Overlaps
 		t.StaleAccepted += r.StaleAccepted
+		t.StaleRejected += r.StaleRejected
 		t.LateKills += r.LateKills
 		t.LostExits += r.LostExits
 	}
-	return fmt.Sprintf("faults: runs=%d overlaps=%d stale_accepted=%d late_kills=%d lost_exits=%d",
-		t.Runs, t.Overlaps, t.StaleAccepted, t.LateKills, t.LostExits)
+	return fmt.Sprintf("faults: runs=%d overlaps=%d stale_accepted=%d stale_rejected=%d late_kills=%d lost_exits=%d",
+		t.Runs, t.Overlaps, t.StaleAccepted, t.StaleRejected, t.LateKills, t.LostExits)
 }

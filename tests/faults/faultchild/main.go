@@ -8,14 +8,17 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 )
 
 // The environment says where the oracle is, how long to write, and how
-// hard the command is to kill: mode "stubborn" ignores SIGTERM; "escape"
+// hard the command is to kill: mode "stubborn" survives SIGTERM and tells
+// the oracle it came ("t TOKEN PID SEQ"); "escape" ignores SIGTERM and
 // also starts a grandchild that leaves the process group with setsid,
-// ignores SIGTERM and keeps writing with the same token.
+// ignores SIGTERM and keeps writing with the same token. Mode "hog" is no
+// command: a busy loop for FAULTS_HOLD, the CPU pressure beside a case.
 const (
 	envOracle = "FAULTS_ORACLE"
 	envHold   = "FAULTS_HOLD"
@@ -25,6 +28,11 @@ const (
 )
 
 func main() {
+	hold, _ := time.ParseDuration(os.Getenv(envHold))
+	if os.Getenv(envMode) == "hog" {
+		spin(hold)
+		os.Exit(0)
+	}
 	if os.Getenv(envGrand) != "" {
 		signal.Ignore(syscall.SIGTERM)
 		writeForever(os.NewFile(3, "oracle"), time.Hour)
@@ -35,16 +43,49 @@ func main() {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		os.Exit(3)
 	}
-	hold, _ := time.ParseDuration(os.Getenv(envHold))
+	w := &lineWriter{w: c}
 	switch os.Getenv(envMode) {
 	case "stubborn":
-		signal.Ignore(syscall.SIGTERM)
+		reportTerm(w)
 	case "escape":
 		signal.Ignore(syscall.SIGTERM)
 		escape(c.(*net.TCPConn))
 	}
-	writeForever(c, hold)
+	writeForever(w, hold)
 	os.Exit(0)
+}
+
+// spin keeps one core busy for d: the clock is read from the vDSO, so
+// the loop never leaves user space.
+func spin(d time.Duration) {
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+	}
+}
+
+// lineWriter writes whole lines from several goroutines.
+type lineWriter struct {
+	mu sync.Mutex
+	w  writer
+}
+
+func (l *lineWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+// reportTerm survives SIGTERM and reports each one to the oracle.
+func reportTerm(w writer) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM)
+	go func() {
+		token := os.Getenv("LOCKRUN_FENCING_TOKEN")
+		for seq := 0; ; seq++ {
+			<-sigs
+			fmt.Fprintf(w, "t %s %d %d\n", token, os.Getpid(), seq)
+		}
+	}()
 }
 
 // escape starts a grandchild in its own session holding the connection.
