@@ -12,7 +12,7 @@ import (
 
 func checkpointCommand(st *state) *cli.Command {
 	sub := func(name, usage, text string, action cli.ActionFunc) *cli.Command {
-		return &cli.Command{Name: name, Usage: usage, UsageText: text, OnUsageError: onUsageError, Flags: commonFlags(), Action: action}
+		return &cli.Command{Name: name, Usage: usage, UsageText: text, OnUsageError: onUsageError, Flags: commonFlags("print errors only", adminVerbose), Action: action}
 	}
 	return &cli.Command{
 		Name:  "checkpoint",
@@ -46,7 +46,7 @@ func fenceCommand(st *state) *cli.Command {
 				"   A check-then-act: the lock can be lost just after the check. Only a check in the store\n" +
 				"   you write to (lockrun_fence in PostgreSQL, FCALL lockrun_fence in Redis) closes that window.",
 			OnUsageError: onUsageError,
-			Flags:        commonFlags(),
+			Flags:        commonFlags("print errors only", adminVerbose),
 			Action:       st.fenceCheck,
 		}},
 	}

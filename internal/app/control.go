@@ -15,7 +15,7 @@ import (
 // ask sends req to the lockrun that runs this command and turns a refusal
 // into its exit code: 76 when the token is no longer the holder's.
 func (st *state) ask(c *cli.Context, req runner.ControlRequest) (runner.ControlAnswer, error) {
-	if _, err := st.logTo(st.stderr, c.String("log-format"), c.Bool("quiet"), false); err != nil {
+	if _, err := st.logFrom(c); err != nil {
 		return runner.ControlAnswer{}, err
 	}
 	path := os.Getenv(runner.EnvControl)

@@ -20,13 +20,13 @@ func initCommand(st *state) *cli.Command {
 		UsageText: "lockrun init [--backend URL]\n\n" +
 			"   Backends that need nothing prepared say so and exit 0.",
 		OnUsageError: onUsageError,
-		Flags:        commonFlags(),
+		Flags:        commonFlags("print errors only", adminVerbose),
 		Action:       st.init,
 	}
 }
 
 func (st *state) init(c *cli.Context) error {
-	if _, err := st.logTo(st.stderr, c.String("log-format"), c.Bool("quiet"), false); err != nil {
+	if _, err := st.logFrom(c); err != nil {
 		return err
 	}
 	if c.Args().Present() {

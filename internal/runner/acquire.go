@@ -35,7 +35,7 @@ func acquire(ctx context.Context, job Job, sigs <-chan os.Signal) (grant, error)
 		defer stop()
 	}
 	stopWatch := watchSignals(sigs, func(sig os.Signal) {
-		cancel(&ExitError{Code: signalStatus(sig.(syscall.Signal)), Err: fmt.Errorf("interrupted by %v while waiting for lock %q", sig, job.Key)})
+		cancel(&ExitError{Code: signalStatus(sig.(syscall.Signal)), Err: fmt.Errorf("interrupted by %s while waiting for lock %q", signalName(sig), job.Key)})
 	})
 	defer stopWatch()
 
