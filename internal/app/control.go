@@ -19,6 +19,11 @@ func (st *state) ask(c *cli.Context, req runner.ControlRequest) (runner.ControlA
 		return runner.ControlAnswer{}, err
 	}
 	path := os.Getenv(runner.EnvControl)
+	if path == "" && os.Getenv("LOCKRUN_FAIL_OPEN") == "1" {
+		// No lock, no token: a fence check or a checkpoint must fail as
+		// it does for a holder that lost its lock.
+		return runner.ControlAnswer{}, refusal{"this command runs WITHOUT the lock (--fail-open): there is no token to check and no checkpoint to use", backend.ErrLost}
+	}
 	if path == "" {
 		return runner.ControlAnswer{}, usagef("%s is not set: run this inside the command of 'lockrun run' (operators: lockrun checkpoint get|clear --backend URL KEY)", runner.EnvControl)
 	}

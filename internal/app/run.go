@@ -47,7 +47,7 @@ func runCommand(st *state) *cli.Command {
 		UsageText:    "lockrun run [flags] KEY -- COMMAND [ARG...]",
 		Description:  runDescription,
 		OnUsageError: onUsageError,
-		Flags: append(commonFlags("print errors only: say nothing when the lock is busy or while waiting", runVerbose),
+		Flags: append(append(commonFlags("print errors only: say nothing when the lock is busy or while waiting", runVerbose), runFlags()...),
 			durationFlag("ttl", "TTL", "lease length: how long the lock outlives a holder that stops renewing", 30*time.Second, ""),
 			durationFlag("heartbeat", "HEARTBEAT", "time between renewals", 0, "ttl/3"),
 			durationFlag("kill-grace", "KILL_GRACE", "time from SIGTERM to SIGKILL when the lock is lost", 0, "ttl/6, at most 5s"),
@@ -117,29 +117,47 @@ func (st *state) run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	raw := c.String("backend")
-	b, err := openBackend(c.Context, raw)
-	if err != nil {
+	if err := checkMetricsFile(c.String("metrics-file")); err != nil {
 		return err
 	}
-	defer b.Close()
-	waits := st.announcer(b, log.With("key", key))
-	err = runner.Run(c.Context, runner.Job{
-		Key:    key,
-		Locker: waits,
+	raw := c.String("backend")
+	job := runner.Job{
+		Key: key,
 		Acquire: backend.AcquireOptions{TTL: policy.TTL, Holder: holder, RunID: rand.Text(), Wait: c.Bool("wait") || timeout > 0,
 			MinHold: minHold, Info: holderInfo(argv, os.Getenv)},
-		Policy:     policy,
-		Timeout:    timeout,
-		MaxRun:     maxRun,
-		BackendURL: describeBackend(raw, b),
-		Path:       path,
-		Args:       argv,
-		Stdio:      [3]*os.File{st.stdin, st.stdout, st.stderr},
-		Watchdog:   &watchdog.Self,
-		Log:        log.With("key", key),
-	})
-	return withBusyCode(waits.ended(err), busy)
+		Policy:   policy,
+		Timeout:  timeout,
+		MaxRun:   maxRun,
+		Path:     path,
+		Args:     argv,
+		Stdio:    [3]*os.File{st.stdin, st.stdout, st.stderr},
+		Watchdog: &watchdog.Self,
+		Log:      log.With("key", key),
+		FailOpen: c.Bool("fail-open"),
+		Stats:    &runner.Stats{},
+	}
+	err = withBusyCode(st.runJob(c, raw, job), busy)
+	if file := c.String("metrics-file"); file != "" {
+		figures := runFigures{key: key, stats: *job.Stats, status: exitCode(err), end: time.Now()}
+		if merr := writeMetrics(file, figures); merr != nil {
+			log.Error("could not write the metrics file", "err", merr)
+		}
+	}
+	return err
+}
+
+// runJob opens the backend and runs job under its lock, or without one if
+// the job may fail open and the backend cannot be reached.
+func (st *state) runJob(c *cli.Context, raw string, job runner.Job) error {
+	b, err := openBackend(c.Context, raw)
+	if err != nil {
+		job.BackendURL = backend.Redact(raw)
+		return failOpenAfterOpen(c, job, err)
+	}
+	defer b.Close()
+	waits := st.announcer(b, job.Log)
+	job.Locker, job.BackendURL = waits, describeBackend(raw, b)
+	return waits.ended(runner.Run(c.Context, job))
 }
 
 // watchdogCommand is the hidden command lockrun starts beside the user's

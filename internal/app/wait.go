@@ -39,6 +39,10 @@ func (st *state) announcer(b backend.Backend, log *slog.Logger) *announcer {
 	return a
 }
 
+// Unwrap is the backend behind the announcer, for the command's control
+// requests (see runner.Job.Locker).
+func (a *announcer) Unwrap() backend.Backend { return a.b }
+
 // Acquire takes the lock as b would. A waiting run first tries without
 // waiting, which is how it learns whom it waits for; only then does it
 // queue.

@@ -39,6 +39,9 @@ func acquire(ctx context.Context, job Job, sigs <-chan os.Signal) (grant, error)
 	})
 	defer stopWatch()
 
+	if job.Acquire.Wait {
+		job.Log.Debug("waiting for the lock", "event", EventWaiting, "timeout", job.Timeout)
+	}
 	backoff := 200 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		began, bootBegan := time.Now(), job.Clock.Now()

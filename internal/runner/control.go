@@ -113,11 +113,22 @@ type control struct {
 	wg     sync.WaitGroup
 }
 
+// wrappedLocker is a Locker in front of a backend (the CLI's wait
+// announcer): the command's requests go to the backend behind it, whose
+// Inspect and checkpoints the wrapper does not have.
+type wrappedLocker interface {
+	Unwrap() backend.Backend
+}
+
 // startControl listens for the command's requests, when the backend can
 // answer them (store is an inspector). It returns nil when it cannot: the
 // command then runs without EnvControl, and its requests fail.
 func startControl(job Job, lease backend.Lease, log *slog.Logger) *control {
-	store, ok := job.Locker.(inspector)
+	var locker any = job.Locker
+	if w, ok := locker.(wrappedLocker); ok {
+		locker = w.Unwrap()
+	}
+	store, ok := locker.(inspector)
 	if !ok {
 		return nil
 	}

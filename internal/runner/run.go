@@ -42,6 +42,9 @@ type Job struct {
 	Watchdog *watchdog.Program // the watchdog to guard the command; none if nil
 	Clock    clock.Clock       // the deadlines' clock; nil is clock.Boot, which counts suspend
 	Log      *slog.Logger
+
+	FailOpen bool   // run without the lock when the backend cannot be reached (see FailOpenable)
+	Stats    *Stats // filled in with the run's figures; may be nil
 }
 
 // Run runs the job. It returns nil when the command exited 0; an
@@ -67,7 +70,12 @@ func Run(ctx context.Context, job Job) error {
 	if job.Acquire.Wait {
 		proc = prepare(job.Watchdog, job.Clock)
 	}
+	asked := time.Now() // a reported duration: wall time will do
 	g, err := acquire(ctx, job, sigs)
+	job.Stats.waited(time.Since(asked))
+	if err != nil && job.FailOpen && FailOpenable(err) {
+		return runUnlocked(ctx, job, proc, sigs, err)
+	}
 	if err != nil {
 		if proc != nil {
 			proc.abandon()
@@ -78,11 +86,15 @@ func Run(ctx context.Context, job Job) error {
 		proc = prepare(job.Watchdog, job.Clock)
 	}
 	log := job.Log.With("token", g.lease.Token().String())
-	log.Debug("lock acquired", "ttl", g.lease.TTL(), "took", time.Since(g.lease.Start()).Round(time.Microsecond))
+	log.Debug("lock acquired", "event", EventAcquired, "ttl", g.lease.TTL(), "took", time.Since(g.lease.Start()).Round(time.Microsecond))
 	warnSkew(log, g.lease, job.Policy.Margin)
 
 	status, why, err := runCommand(ctx, job, proc, g, sigs, log)
-	release(job, g.lease, errors.Is(why, backend.ErrLost), log)
+	lost := errors.Is(why, backend.ErrLost)
+	if err == nil {
+		log.Debug("command exited", "event", EventExited, "status", status, "lost", lost)
+	}
+	release(job, g.lease, lost, log)
 	<-proc.reaped // the watchdog and the cgroup go after the lock, off the hand-off path
 	switch {
 	case err != nil:
@@ -133,6 +145,7 @@ func runCommand(ctx context.Context, job Job, proc *process, g grant, sigs <-cha
 	}
 	ws, why := s.wait()
 	s.cleanup()
+	job.Stats.ran(job.Clock.Now().Sub(started), errors.Is(why, backend.ErrLost))
 	return statusCode(ws), why, nil
 }
 
@@ -191,7 +204,7 @@ func release(job Job, lease backend.Lease, lost bool, log *slog.Logger) {
 	err := lease.Release(ctx)
 	switch {
 	case err == nil:
-		log.Debug("lock released")
+		log.Debug("lock released", "event", EventReleased)
 	case errors.Is(err, backend.ErrLost) && lost:
 	case errors.Is(err, backend.ErrLost):
 		log.Warn("lock was lost by the time the command ended", "err", err)
