@@ -127,6 +127,7 @@ func (st *state) run(c *cli.Context) error {
 	err = runner.Run(c.Context, runner.Job{
 		Key:    key,
 		Locker: waits,
+		Store:  b,
 		Acquire: backend.AcquireOptions{TTL: policy.TTL, Holder: holder, RunID: rand.Text(), Wait: c.Bool("wait") || timeout > 0,
 			MinHold: minHold, Info: holderInfo(argv, os.Getenv)},
 		Policy:     policy,

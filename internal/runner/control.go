@@ -114,12 +114,16 @@ type control struct {
 }
 
 // startControl listens for the command's requests, when the backend can
-// answer them (store is an inspector). It returns nil when it cannot: the
-// command then runs without EnvControl, and its requests fail.
+// answer them (job.Store, or else job.Locker, is an inspector). It returns
+// nil when it cannot: the command then runs without EnvControl, and its
+// requests fail.
 func startControl(job Job, lease backend.Lease, log *slog.Logger) *control {
-	store, ok := job.Locker.(inspector)
-	if !ok {
-		return nil
+	var store inspector = job.Store
+	if job.Store == nil {
+		var ok bool
+		if store, ok = job.Locker.(inspector); !ok {
+			return nil
+		}
 	}
 	dir, err := os.MkdirTemp("", "lockrun-") // 0700
 	if err != nil {

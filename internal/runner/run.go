@@ -28,8 +28,13 @@ type Locker interface {
 
 // Job is one command to run under one lock.
 type Job struct {
-	Key        string
-	Locker     Locker
+	Key    string
+	Locker Locker
+	// Store answers the command's requests on its control socket
+	// (Inspect, and checkpoints when it is a backend.Checkpointer): the
+	// backend behind Locker, which may be a wrapper that has neither;
+	// nil asks Locker itself.
+	Store      backend.Backend
 	Acquire    backend.AcquireOptions // what to ask the backend for: TTL, holder, run id, wait
 	Policy     heartbeat.Policy
 	Timeout    time.Duration // longest wait for the lock; 0 is no limit
