@@ -5,9 +5,7 @@ package examples
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,15 +82,81 @@ func line(t *testing.T, file, prefix string) string {
 	return ""
 }
 
+// installed is how the test installs the examples: lockrun, and the
+// examples' scripts, where the crontab and the unit expect them.
+func installed(t *testing.T) *strings.Replacer {
+	t.Helper()
+	binDir := filepath.Dir(lockruntest.Binary(t))
+	here, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.NewReplacer("/usr/local/bin/", binDir+"/", "/usr/local/bin:", binDir+":", "/usr/local/lib/lockrun-examples/", here+"/")
+}
+
+// asCron runs line as cron does: /bin/sh -c from $HOME (another
+// directory), with cron's PATH=/usr/bin:/bin and nothing else of the
+// test's environment, then the variables env sets in order, as crontab
+// lines do.
+func asCron(t *testing.T, env []string, line string) (string, int) {
+	t.Helper()
+	home := t.TempDir()
+	cmd := exec.Command("/bin/sh", "-c", line)
+	cmd.Dir = home
+	cmd.Env = append([]string{"HOME=" + home, "LOGNAME=root", "SHELL=/bin/sh", "PATH=/usr/bin:/bin"}, env...)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return string(out), exit.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), 0
+}
+
+// crontab reads the example crontab as cron would: its variable lines,
+// with the install paths of the test and the test's backend, and its one
+// entry's command.
+func crontab(t *testing.T, backend string) (env []string, entry string) {
+	t.Helper()
+	b, err := os.ReadFile("crontab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	install := installed(t)
+	for _, l := range strings.Split(string(b), "\n") {
+		switch fields := strings.Fields(l); {
+		case len(fields) == 0 || strings.HasPrefix(l, "#"):
+		case strings.HasPrefix(l, "LOCKRUN_BACKEND="):
+			env = append(env, "LOCKRUN_BACKEND="+backend)
+		case strings.Contains(fields[0], "="):
+			env = append(env, install.Replace(l))
+		default:
+			entry = install.Replace(strings.Join(fields[5:], " "))
+		}
+	}
+	return env, entry
+}
+
 func TestCrontab(t *testing.T) {
-	fields := strings.Fields(line(t, "crontab", "*/15 "))
-	entry := strings.Join(fields[4:], " ")
 	fleet := redistest.Start(t).URL()
-	if out, code := shell(t, fleet, entry); code != 0 || !strings.Contains(out, "report run") {
+	env, entry := crontab(t, fleet)
+	if !strings.Contains(entry, "--min-hold") {
+		t.Errorf("the fleet's crontab entry has no --min-hold: hosts whose cron fires later run the job again")
+	}
+	if out, code := asCron(t, env, entry); code != 0 || !strings.Contains(out, "report run") {
 		t.Errorf("free lock: exit %d, output %q", code, out)
 	}
-	hold(t, fleet, "nightly-report")
-	if out, code := shell(t, fleet, entry); code != 0 || out != "" {
+	// Another host, a moment later: the minimum hold keeps the lock.
+	if out, code := asCron(t, env, entry); code != 0 || out != "" {
+		t.Errorf("second host in the minimum hold: exit %d, output %q; want 0 and silence for cron", code, out)
+	}
+	key := "nightly-report"
+	if out, code := shell(t, fleet, "lockrun release -q "+key); code != 0 {
+		t.Fatalf("release: %d %s", code, out)
+	}
+	hold(t, fleet, key)
+	if out, code := asCron(t, env, entry); code != 0 || out != "" {
 		t.Errorf("busy lock: exit %d, output %q; want 0 and silence for cron", code, out)
 	}
 }
@@ -118,7 +182,18 @@ func TestCIDeploysQueueUp(t *testing.T) {
 	}
 	wg.Wait()
 	out, _ := os.ReadFile(log.Name())
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	var lines []string
+	waited := false
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if strings.HasPrefix(l, "lockrun: waiting for lock \"deploy-staging\", held by ci-job-") {
+			waited = true // the pipeline that waits says for whom
+			continue
+		}
+		lines = append(lines, l)
+	}
+	if !waited {
+		t.Errorf("the waiting pipeline did not say whom it waits for:\n%s", out)
+	}
 	want := []string{"deploying", "deployed", "deploying", "deployed"}
 	if len(lines) != len(want) {
 		t.Fatalf("deploy log:\n%s", out)
@@ -131,40 +206,16 @@ func TestCIDeploysQueueUp(t *testing.T) {
 }
 
 func TestSystemdService(t *testing.T) {
-	start := line(t, "systemd/report.service", "ExecStart=")
+	start := installed(t).Replace(line(t, "systemd/report.service", "ExecStart="))
 	if line(t, "systemd/report.service", "SuccessExitStatus=") != "75" {
 		t.Error("the unit does not treat a busy lock (75) as success")
 	}
 	fleet := etcdtest.Start(t).URL()
-	if out, code := shell(t, fleet, start); code != 0 || !strings.Contains(out, "report run") {
+	env := []string{"LOCKRUN_BACKEND=" + fleet}
+	if out, code := asCron(t, env, start); code != 0 || !strings.Contains(out, "report run") {
 		t.Errorf("ExecStart: exit %d, output %q", code, out)
 	}
-	hold(t, fleet, "nightly-report")
-	if out, code := shell(t, fleet, start); code != 75 {
-		t.Errorf("ExecStart on a busy lock: exit %d, output %q; want 75", code, out)
-	}
-}
-
-func TestFencedBackfillRefusesStaleTokens(t *testing.T) {
-	locks, store := "file://"+t.TempDir(), filepath.Join(t.TempDir(), "store")
-	out, code := shell(t, locks, `lockrun run backfill-2026 -- examples/fenced-backfill/backfill.sh "$1"`, store)
-	if code != 0 {
-		t.Fatalf("backfill exit %d: %s", code, out)
-	}
-	before, _ := os.ReadFile(store)
-	if n := strings.Count(string(before), "batch"); n != 3 {
-		t.Fatalf("store has %d batches, want 3:\n%s", n, before)
-	}
-	token := strings.TrimSpace(line(t, store+".fence.value", ""))
-	// A writer that lost its lock while paused still has token-1.
-	stale := fmt.Sprintf(`t=%s; examples/fenced-backfill/fenced-write "$1" $((t-1)) "stale write"`, token)
-	if out, code := shell(t, locks, stale, store); code != 1 || !strings.Contains(out, "refused") {
-		t.Errorf("stale write: exit %d, %q; want refused", code, out)
-	}
-	if after, _ := os.ReadFile(store); !bytes.Equal(before, after) {
-		t.Errorf("a stale write changed the store:\n%s", after)
-	}
-	if out, code := shell(t, locks, `lockrun run backfill-2026 -- examples/fenced-backfill/backfill.sh "$1"`, store); code != 0 {
-		t.Errorf("next run with a higher token refused: exit %d, %s", code, out)
+	if out, code := asCron(t, env, start); code != 75 {
+		t.Errorf("ExecStart in the minimum hold: exit %d, output %q; want 75", code, out)
 	}
 }

@@ -16,9 +16,15 @@ import (
 
 // holderInfo is the value of a queue entry.
 type holderInfo struct {
-	Holder string        `json:"holder,omitempty"`
-	RunID  string        `json:"run_id,omitempty"`
-	Token  backend.Token `json:"token,omitempty,string"` // none in etcdctl lock's entries
+	Holder string             `json:"holder,omitempty"`
+	RunID  string             `json:"run_id,omitempty"`
+	Token  backend.Token      `json:"token,omitempty,string"` // none in etcdctl lock's entries
+	Info   backend.HolderInfo `json:"info,omitzero"`
+	// At is when the entry was written, Since when it was found to hold
+	// the lock after waiting (see mark), both in µs since the epoch on the
+	// writer's clock; an entry that held at once has At only.
+	At    int64 `json:"at,omitempty"`
+	Since int64 `json:"since,omitempty"`
 }
 
 // entry is one contender's place in a key's queue.
@@ -43,7 +49,12 @@ func (b *Backend) Acquire(ctx context.Context, key string, o backend.AcquireOpti
 		return nil, err
 	}
 	if o.Wait {
-		return b.acquireWaiting(ctx, key, o)
+		l, err := b.acquireWaiting(ctx, key, o)
+		if err != nil {
+			return nil, err
+		}
+		l.minHold = o.MinHold
+		return l, nil
 	}
 	e, err := b.grant(ctx, key, o.TTL)
 	if err != nil {
@@ -56,6 +67,7 @@ func (b *Backend) Acquire(ctx context.Context, key string, o backend.AcquireOpti
 	if err != nil {
 		return nil, err
 	}
+	l.minHold = o.MinHold
 	return l, nil
 }
 
@@ -106,7 +118,7 @@ func (b *Backend) enqueue(ctx context.Context, e *entry, o backend.AcquireOption
 		if err != nil {
 			return nil, fmt.Errorf("%s: lock %q: %w", b.addr, e.key, err)
 		}
-		val, err := json.Marshal(holderInfo{Holder: o.Holder, RunID: o.RunID, Token: tok})
+		val, err := json.Marshal(holderInfo{Holder: o.Holder, RunID: o.RunID, Token: tok, Info: o.Info, At: time.Now().UnixMicro()})
 		if err != nil {
 			return nil, err
 		}
@@ -137,7 +149,11 @@ func (b *Backend) enqueue(ctx context.Context, e *entry, o backend.AcquireOption
 func (b *Backend) status(key string, kv *mvccpb.KeyValue) backend.Status {
 	var h holderInfo
 	_ = json.Unmarshal(kv.Value, &h) // entries of etcdctl lock are empty
-	return backend.Status{Key: key, Held: true, Holder: h.Holder, RunID: h.RunID, Token: entryToken(kv)}
+	st := backend.Status{Key: key, Held: true, Holder: h.Holder, RunID: h.RunID, Token: entryToken(kv), Info: h.Info}
+	if since := max(h.Since, h.At); since > 0 {
+		st.Since = time.UnixMicro(since)
+	}
+	return st
 }
 
 // revoke drops a lease that will not be used, with its entry if any, even

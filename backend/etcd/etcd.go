@@ -155,13 +155,29 @@ var errLeaseGone = errors.New("lease expired or revoked")
 
 // unavailable wraps a failed request as transient: the contract keeps
 // ErrLost for what the server proves, and everything else (refused
-// connections, timeouts, no leader, auth failures) may pass.
+// connections, timeouts, no leader) may pass; a refusal of who we are or
+// what we may touch is permanent (see class).
 func (b *Backend) unavailable(op, key string, err error) error {
 	where := b.addr
 	if key != "" {
 		where += fmt.Sprintf(": lock %q", key)
 	}
-	return fmt.Errorf("%w: %s: %s: %w", backend.ErrUnavailable, where, op, cleanErr(err))
+	return fmt.Errorf("%w: %s: %s: %w", class(err), where, op, cleanErr(err))
+}
+
+// class is the sentinel for a failed request: backend.ErrPermission when
+// etcd refused the user or the user's roles do not cover the keys,
+// backend.ErrConfig when the URL gives a user but the cluster has auth
+// disabled, else backend.ErrUnavailable.
+func class(err error) error {
+	switch rpctypes.Error(err) {
+	case rpctypes.ErrAuthFailed, rpctypes.ErrPermissionDenied, rpctypes.ErrUserEmpty,
+		rpctypes.ErrUserNotFound, rpctypes.ErrInvalidAuthToken, rpctypes.ErrInvalidAuthMgmt:
+		return backend.ErrPermission
+	case rpctypes.ErrAuthNotEnabled:
+		return backend.ErrConfig
+	}
+	return backend.ErrUnavailable
 }
 
 // lost wraps a proof that a lease no longer owns its lock.

@@ -47,3 +47,15 @@ func roundTrip(t testing.TB, b *Backend, key string) {
 		t.Fatal(err)
 	}
 }
+
+func TestOperators(t *testing.T) {
+	srv := etcdtest.Start(t)
+	backendtest.RunOperators(t, backendtest.Operators{
+		Harness: backendtest.Harness{
+			Open: func(t *testing.T) backend.Backend { return openTest(t, srv.URL()) },
+			TTL:  time.Second,
+		},
+		RenewedResolution: time.Second,
+		ExpiryResolution:  time.Second,
+	})
+}

@@ -17,6 +17,10 @@ type lease struct {
 
 	mu    sync.Mutex
 	start time.Time // sent time of the last request that restarted the TTL
+
+	// minHold keeps the entry the lock's holder until the grant (the
+	// entry's first start) plus minHold, even when released sooner.
+	minHold time.Duration
 }
 
 func (b *Backend) newLease(e entry) *lease { return &lease{b: b, e: e, start: e.start} }
@@ -69,6 +73,9 @@ func (l *lease) Renew(ctx context.Context) error {
 // all the same; the entry is looked up first with a serializable read, as
 // only that report depends on it.
 func (l *lease) Release(ctx context.Context) error {
+	if left := time.Until(l.e.start.Add(l.minHold)); left > 0 {
+		return l.holdOn(ctx, left)
+	}
 	rctx, cancel := l.b.bounded(ctx)
 	defer cancel()
 	resp, err := l.b.cli.Get(rctx, l.e.name, clientv3.WithSerializable())

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/lockrun/lockrun/backend"
 	"github.com/lockrun/lockrun/internal/backendtest"
 	"github.com/lockrun/lockrun/internal/etcdtest"
@@ -146,6 +148,20 @@ func TestAuth(t *testing.T) {
 		func() error { _, err := c.RoleAdd(t.Context(), "root"); return err },
 		func() error { _, err := c.UserAdd(t.Context(), "root", "s3cret"); return err },
 		func() error { _, err := c.UserGrantRole(t.Context(), "root", "root"); return err },
+		func() error { _, err := c.RoleAdd(t.Context(), "elsewhere"); return err },
+		func() error {
+			_, err := c.RoleGrantPermission(t.Context(), "elsewhere", "/other/", "/other0", clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error { _, err := c.UserAdd(t.Context(), "bob", "pw"); return err },
+		func() error { _, err := c.UserGrantRole(t.Context(), "bob", "elsewhere"); return err },
+		func() error { _, err := c.RoleAdd(t.Context(), "reader"); return err },
+		func() error {
+			_, err := c.RoleGrantPermission(t.Context(), "reader", "/lockrun/", "/lockrun0", clientv3.PermissionType(clientv3.PermRead))
+			return err
+		},
+		func() error { _, err := c.UserAdd(t.Context(), "alice", "pw"); return err },
+		func() error { _, err := c.UserGrantRole(t.Context(), "alice", "reader"); return err },
 		func() error { _, err := c.AuthEnable(t.Context()); return err },
 	} {
 		if err := step(); err != nil {
@@ -173,8 +189,20 @@ func TestAuth(t *testing.T) {
 
 	u, _ := url.Parse("etcd://root:wrong-pw@" + srv.Addr())
 	_, err := OpenURL(t.Context(), u)
-	if !errors.Is(err, backend.ErrUnavailable) || !strings.Contains(err.Error(), "authentication failed") || strings.Contains(err.Error(), "wrong-pw") {
-		t.Errorf("OpenURL with a wrong password = %v; want ErrUnavailable saying authentication failed, without the password", err)
+	if !errors.Is(err, backend.ErrPermission) || errors.Is(err, backend.ErrUnavailable) || !strings.Contains(err.Error(), "authentication failed") || strings.Contains(err.Error(), "wrong-pw") {
+		t.Errorf("OpenURL with a wrong password = %v; want ErrPermission saying authentication failed, without the password", err)
+	}
+
+	// A user whose role grants keys elsewhere is refused at once; one that
+	// may only read the prefix is refused the lock: permission errors, not
+	// outages.
+	u, _ = url.Parse("etcd://bob:pw@" + srv.Addr())
+	if _, err := OpenURL(t.Context(), u); !errors.Is(err, backend.ErrPermission) || errors.Is(err, backend.ErrUnavailable) {
+		t.Errorf("OpenURL by a user without access to the prefix = %v; want ErrPermission", err)
+	}
+	alice := openTest(t, "etcd://alice:pw@"+srv.Addr())
+	if _, err := alice.Acquire(t.Context(), backendtest.Key(t), opts("a", false)); !errors.Is(err, backend.ErrPermission) || errors.Is(err, backend.ErrUnavailable) {
+		t.Errorf("Acquire by a user who may only read the prefix = %v; want ErrPermission", err)
 	}
 }
 

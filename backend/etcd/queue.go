@@ -26,7 +26,7 @@ const queueRetry = 200 * time.Millisecond
 // gives up or fails revokes its lease, which deletes its entry at once. A
 // waiter that is killed leaves an entry that goes with its lease, within
 // the TTL.
-func (b *Backend) acquireWaiting(ctx context.Context, key string, o backend.AcquireOptions) (backend.Lease, error) {
+func (b *Backend) acquireWaiting(ctx context.Context, key string, o backend.AcquireOptions) (*lease, error) {
 	for {
 		e, err := b.grant(ctx, key, o.TTL)
 		if err != nil {
@@ -49,7 +49,7 @@ func (b *Backend) acquireWaiting(ctx context.Context, key string, o backend.Acqu
 // sent, so the holder's deadline never counts from an older renewal. That
 // keep-alive goes out as soon as the entry ahead is deleted, beside the
 // read that makes sure the turn has come, rather than one round trip later.
-func (b *Backend) waitTurn(ctx context.Context, e *entry, o backend.AcquireOptions) (backend.Lease, error) {
+func (b *Backend) waitTurn(ctx context.Context, e *entry, o backend.AcquireOptions) (*lease, error) {
 	holder, err := b.enqueue(ctx, e, o, true)
 	if err != nil {
 		return nil, err
@@ -85,6 +85,7 @@ func (b *Backend) waitTurn(ctx context.Context, e *entry, o backend.AcquireOptio
 	if err := b.restarted(ctx, e, r, "renewing the lease"); err != nil {
 		return nil, err
 	}
+	go b.mark(*e) // off the hand-off path
 	return b.newLease(*e), nil
 }
 

@@ -2,7 +2,6 @@ package etcd
 
 import (
 	"context"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -38,11 +37,7 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.Status, erro
 		return st, nil
 	}
 	st := b.status(key, holder[0])
-	if id := clientv3.LeaseID(holder[0].Lease); id != clientv3.NoLease {
-		if ttl, err := b.cli.TimeToLive(rctx, id); err == nil && ttl.TTL > 0 {
-			st.TTL = time.Duration(ttl.TTL) * time.Second
-		}
-	}
+	b.addLeaseTime(rctx, &st, clientv3.LeaseID(holder[0].Lease))
 	return st, nil
 }
 

@@ -194,8 +194,10 @@ func (b *Backend) write(key string, f *os.File, o backend.AcquireOptions, start 
 func newRecord(token backend.Token, o backend.AcquireOptions, now time.Time) record {
 	r := record{Token: token, Holder: o.Holder, RunID: o.RunID, PID: os.Getpid(), Since: now.UnixMilli()}
 	if o.MinHold > 0 {
-		r.MinHold = max(1, o.MinHold.Milliseconds())
-		r.HoldUntil = now.UnixMilli() + r.MinHold
+		// Both rounded up to the record's milliseconds: the hold must
+		// not end before the grant plus MinHold, even by a fraction.
+		r.MinHold = max(1, (o.MinHold + time.Millisecond - 1).Milliseconds())
+		r.HoldUntil = (now.UnixMicro()+999)/1000 + r.MinHold
 	}
 	if o.Info != (backend.HolderInfo{}) {
 		info := o.Info

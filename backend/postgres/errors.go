@@ -11,18 +11,40 @@ import (
 	"github.com/lockrun/lockrun/backend"
 )
 
-// fail wraps a failed operation's error as ErrUnavailable, with the
-// backend's redacted address, in one line; a *backend.HeldError passes
-// unchanged. Renewals and releases decide about ErrLost themselves.
+// fail wraps a failed operation's error as ErrUnavailable (or, when the
+// server refused in a way retrying cannot cure, ErrPermission or
+// ErrConfig: see class), with the backend's redacted address, in one line;
+// a *backend.HeldError passes unchanged. Renewals and releases decide
+// about ErrLost themselves.
 func (b *Backend) fail(what string, err error) error {
 	var held *backend.HeldError
 	if err == nil || errors.As(err, &held) {
 		return err
 	}
-	if isMissingTable(err) {
+	switch {
+	case isMissingTable(err):
 		what += fmt.Sprintf(" (create the table with 'lockrun init --backend %s', or drop %s=false)", b.addr, ParamCreateTable)
+	case pgCode(err) == codeUndefinedColumn:
+		what += fmt.Sprintf(" (the table is from an older lockrun: upgrade it with 'lockrun init --backend %s')", b.addr)
 	}
-	return fmt.Errorf("%w: postgres %s: %s: %w", backend.ErrUnavailable, b.addr, what, oneLine{err})
+	return fmt.Errorf("%w: postgres %s: %s: %w", class(err), b.addr, what, oneLine{err})
+}
+
+// class is the sentinel for a failure by its SQLSTATE: who we are or what
+// we may do was refused (class 28, insufficient_privilege) is
+// backend.ErrPermission; a database, schema, table or column that is not
+// there is backend.ErrConfig; anything else, above all no answer, is
+// backend.ErrUnavailable.
+func class(err error) error {
+	code := pgCode(err)
+	switch {
+	case strings.HasPrefix(code, "28"), code == codeInsufficientPrivilege:
+		return backend.ErrPermission
+	case code == codeInvalidCatalogName, code == codeInvalidSchemaName, code == codeUndefinedTable,
+		code == codeUndefinedColumn, code == codeDatatypeMismatch:
+		return backend.ErrConfig
+	}
+	return backend.ErrUnavailable
 }
 
 // oneLine is an error whose message fits on one line and says each thing

@@ -19,7 +19,10 @@ type lease struct {
 	token backend.Token
 	ttl   time.Duration
 	start time.Time
-	skew  time.Duration // the server's clock ahead of ours at the grant, at least
+	// minHold keeps the row this run's until the grant plus minHold, even
+	// when released sooner.
+	minHold time.Duration
+	skew    time.Duration // the server's clock ahead of ours at the grant, at least
 }
 
 func (l *lease) Token() backend.Token { return l.token }
@@ -42,7 +45,7 @@ func (l *lease) Renew(ctx context.Context) error {
 // Release frees the lock if this run still holds it and wakes the key's
 // waiters in the same statement; see sql/release.sql.
 func (l *lease) Release(ctx context.Context) error {
-	return l.owned(ctx, "releasing", l.b.sql.release, l.key, l.runID, l.token, channel(l.b.table, l.key))
+	return l.owned(ctx, "releasing", l.b.sql.release, l.key, l.runID, l.token, channel(l.b.table, l.key), l.minHold.Microseconds())
 }
 
 // owned runs an owner-checked statement: no row touched, or no table at

@@ -65,13 +65,20 @@ func (b *Backend) Close() error {
 }
 
 // Init creates the lease table if it does not exist, for teams that forbid
-// DDL at run time (see ParamCreateTable). It is safe to run concurrently
-// and more than once.
+// DDL at run time (see ParamCreateTable), and installs lockrun_fence in
+// its schema (see FenceSQLState). It is safe to run concurrently and more
+// than once.
 func (b *Backend) Init(ctx context.Context) error {
 	err := b.session(ctx, func(ctx context.Context, c *pgx.Conn) error {
 		return b.createTable(ctx, c)
 	})
-	return b.fail("creating table "+b.Table(), err)
+	if err != nil {
+		return b.fail("creating table "+b.Table(), err)
+	}
+	err = b.session(ctx, func(ctx context.Context, c *pgx.Conn) error {
+		return b.installFence(ctx, c)
+	})
+	return b.fail("installing "+b.Fence(), err)
 }
 
 // Acquire takes the lock in one statement; see sql/acquire.sql. With
@@ -114,7 +121,7 @@ func (b *Backend) tryAcquire(ctx context.Context, c *pgx.Conn, key string, o bac
 		var start time.Time
 		err := b.retryMissingTable(ctx, c, func() error {
 			start = time.Now()
-			return c.QueryRow(ctx, b.sql.acquire, key, o.Holder, o.RunID, ttl.Microseconds()).
+			return c.QueryRow(ctx, b.sql.acquire, key, o.Holder, o.RunID, ttl.Microseconds(), encodeInfo(o.Info)).
 				Scan(&st.Token, &st.Holder, &st.RunID, &left, &ours, &server)
 		})
 		end := time.Now()
@@ -125,7 +132,7 @@ func (b *Backend) tryAcquire(ctx context.Context, c *pgx.Conn, key string, o bac
 			return nil, tokenRange(err)
 		case ours: // this statement started the lease's TTL, after start
 			skew := backend.Skew(start, end, time.UnixMicro(server))
-			return &lease{b: b, key: key, runID: o.RunID, token: st.Token, ttl: ttl, start: start, skew: skew}, nil
+			return &lease{b: b, key: key, runID: o.RunID, token: st.Token, ttl: ttl, start: start, skew: skew, minHold: o.MinHold}, nil
 		case left > 0 && st.RunID != o.RunID:
 			st.TTL = time.Duration(left) * time.Microsecond
 			return nil, &backend.HeldError{Status: st}
@@ -141,9 +148,9 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.Status, erro
 	if err := backend.ValidateKey(key); err != nil {
 		return st, err
 	}
-	var left int64
+	var r record
 	err := b.session(ctx, func(ctx context.Context, c *pgx.Conn) error {
-		return c.QueryRow(ctx, b.sql.inspect, key).Scan(&st.Token, &st.Holder, &st.RunID, &st.Held, &left)
+		return r.scan(c.QueryRow(ctx, b.sql.inspect, key), &st)
 	})
 	if errors.Is(err, pgx.ErrNoRows) || isMissingTable(err) {
 		return backend.Status{Key: key}, nil
@@ -153,8 +160,9 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.Status, erro
 	}
 	if !st.Held {
 		st.Holder, st.RunID = "", ""
+		return st, nil
 	}
-	st.TTL = time.Duration(left) * time.Microsecond
+	r.fill(&st)
 	return st, nil
 }
 

@@ -129,8 +129,8 @@ func TestNoDDLAtRunTimeNeedsInit(t *testing.T) {
 	raw := pgtest.WithParam(t, pgtest.Isolated(t, pgtest.Shared()), ParamCreateTable, "false")
 	b := open(t, raw)
 	_, err := b.Acquire(t.Context(), "k", opts("h"))
-	if !errors.Is(err, backend.ErrUnavailable) || !contains(err, "lockrun init") {
-		t.Fatalf("Acquire without the table = %v, want ErrUnavailable naming lockrun init", err)
+	if !errors.Is(err, backend.ErrConfig) || !contains(err, "lockrun init") {
+		t.Fatalf("Acquire without the table = %v, want ErrConfig naming lockrun init", err)
 	}
 	for range 2 { // Init is idempotent
 		if err := b.Init(t.Context()); err != nil {
@@ -230,4 +230,12 @@ func queryParam(t *testing.T, raw, name string) string {
 		t.Fatal(err)
 	}
 	return u.Query().Get(name)
+}
+
+func TestOperators(t *testing.T) {
+	raw := pgtest.Isolated(t, pgtest.Shared())
+	backendtest.RunOperators(t, backendtest.Operators{Harness: backendtest.Harness{
+		Open: func(t *testing.T) backend.Backend { return open(t, raw) },
+		TTL:  time.Second,
+	}})
 }

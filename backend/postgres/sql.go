@@ -25,6 +25,10 @@ var (
 	inspectSQL string
 	//go:embed sql/queue.sql
 	queueSQL string
+	//go:embed sql/upgrade.sql
+	upgradeSQL string
+	//go:embed sql/list.sql
+	listSQL string
 )
 
 // statements are the backend's SQL with the lease table's quoted name
@@ -32,6 +36,7 @@ var (
 // spliced, always through pgx.Identifier's quoting, and only the name.
 type statements struct {
 	create, acquire, renew, release, forceRelease, inspect string
+	upgrade, list                                          string
 }
 
 func newStatements(table pgx.Identifier) statements {
@@ -44,6 +49,8 @@ func newStatements(table pgx.Identifier) statements {
 		release:      fill(releaseSQL),
 		forceRelease: fill(forceReleaseSQL),
 		inspect:      fill(inspectSQL),
+		upgrade:      fill(upgradeSQL),
+		list:         fill(listSQL),
 	}
 }
 

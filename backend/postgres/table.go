@@ -14,6 +14,12 @@ const (
 	codeDuplicateTable  = "42P07"
 	codeDuplicateObject = "42710"
 	codeUndefinedTable  = "42P01"
+	codeUndefinedColumn = "42703"
+	// Refusals and missing objects, which retrying does not cure.
+	codeInsufficientPrivilege = "42501"
+	codeInvalidCatalogName    = "3D000" // no such database
+	codeInvalidSchemaName     = "3F000"
+	codeDatatypeMismatch      = "42804" // a lease table of another shape
 	// lock_timeout ran out while waiting in line.
 	codeLockNotAvailable = "55P03"
 )
@@ -22,9 +28,11 @@ const (
 // and creating it is allowed, creates it and runs f once more. Probing
 // with the real statement keeps DDL off the hot path: the table is looked
 // for only when it is missing.
+// A table of an older lockrun, without a column the statement needs, is
+// upgraded the same way (see sql/upgrade.sql).
 func (b *Backend) retryMissingTable(ctx context.Context, c *pgx.Conn, f func() error) error {
 	err := f()
-	if !isMissingTable(err) || !b.create {
+	if !isMissingTable(err) && pgCode(err) != codeUndefinedColumn || !b.create {
 		return err
 	}
 	if err := b.createTable(ctx, c); err != nil {
@@ -33,16 +41,19 @@ func (b *Backend) retryMissingTable(ctx context.Context, c *pgx.Conn, f func() e
 	return f()
 }
 
-// createTable runs CREATE TABLE IF NOT EXISTS. Two sessions that run it at
-// once can both find the table missing; the loser then fails once the
-// winner commits, on a unique index of the catalog (pg_type or pg_class)
-// or on the table's row type, so that failure means the table now exists.
+// createTable runs CREATE TABLE IF NOT EXISTS, then adds the columns an
+// older lockrun's table lacks. Two sessions that create it at once can
+// both find the table missing; the loser then fails once the winner
+// commits, on a unique index of the catalog (pg_type or pg_class) or on
+// the table's row type, so that failure means the table now exists.
 func (b *Backend) createTable(ctx context.Context, c *pgx.Conn) error {
 	_, err := c.Exec(ctx, b.sql.create)
 	switch pgCode(err) {
-	case codeUniqueViolation, codeDuplicateTable, codeDuplicateObject:
-		return nil
+	case codeUniqueViolation, codeDuplicateTable, codeDuplicateObject, "":
+	default:
+		return err
 	}
+	_, err = c.Exec(ctx, b.sql.upgrade)
 	return err
 }
 

@@ -19,6 +19,7 @@ type request struct {
 	names names
 	o     backend.AcquireOptions
 	ttlMS int64
+	info  string // o.Info as stored in the holder's record
 }
 
 // attempt is the outcome of one run of acquire.lua: a lease, or the holder
@@ -38,7 +39,7 @@ func (b *Backend) Acquire(ctx context.Context, key string, o backend.AcquireOpti
 	if err := backend.ValidateRequest(key, o); err != nil {
 		return nil, err
 	}
-	r := request{key: key, names: b.names(key), o: o, ttlMS: millis(o.TTL)}
+	r := request{key: key, names: b.names(key), o: o, ttlMS: millis(o.TTL), info: encodeInfo(o.Info)}
 	// The first try does not queue: a free lock costs one round trip.
 	a, err := b.try(ctx, r, "", "")
 	switch {
@@ -86,9 +87,9 @@ func (b *Backend) wait(ctx context.Context, r request) (backend.Lease, error) {
 // try runs acquire.lua once; a non-empty waiter is queued when the lock is
 // held.
 func (b *Backend) try(ctx context.Context, r request, waiter, place string) (attempt, error) {
-	keys := []string{r.names.lock, r.names.counter, r.names.queue}
+	keys := []string{r.names.lock, r.names.counter, r.names.queue, r.names.meta}
 	start := time.Now() // before the request: the server's TTL starts later
-	res, err := b.scripts.acquire.Run(ctx, b.client, keys, r.ttlMS, r.o.RunID, r.o.Holder, waiter, place).Slice()
+	res, err := b.scripts.acquire.Run(ctx, b.client, keys, r.ttlMS, r.o.RunID, r.o.Holder, waiter, place, r.info).Slice()
 	if err != nil {
 		return attempt{}, b.acquireFailed(r.key, err)
 	}
@@ -115,7 +116,7 @@ func (b *Backend) parseAttempt(r request, res []any, start, end time.Time) (atte
 	}
 	if granted == 1 {
 		ttl := time.Duration(ms) * time.Millisecond
-		l := &lease{b: b, key: r.key, names: r.names, value: value, token: st.Token, ttl: ttl, start: start}
+		l := &lease{b: b, key: r.key, names: r.names, value: value, token: st.Token, ttl: ttl, start: start, minHold: r.o.MinHold}
 		if len(res) > 3 {
 			us, _ := res[3].(int64)
 			l.skew, l.skewKnown = backend.Skew(start, end, time.UnixMicro(us)), true

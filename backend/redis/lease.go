@@ -18,6 +18,9 @@ type lease struct {
 	token backend.Token
 	ttl   time.Duration
 	start time.Time
+	// minHold keeps the lock this lease's until the grant plus minHold,
+	// even when released sooner.
+	minHold time.Duration
 
 	skew      time.Duration // the server's clock ahead of ours at the grant, at least
 	skewKnown bool
@@ -40,7 +43,7 @@ func (l *lease) ClockSkew() (time.Duration, bool) { return l.skew, l.skewKnown }
 // Renew sets the lock's expiry to TTL from now if the lock still holds this
 // lease's value, and returns an error wrapping backend.ErrLost if not.
 func (l *lease) Renew(ctx context.Context) error {
-	n, err := l.b.scripts.renew.Run(ctx, l.b.client, []string{l.names.lock}, l.value, millis(l.ttl)).Int()
+	n, err := l.b.scripts.renew.Run(ctx, l.b.client, []string{l.names.lock, l.names.meta}, l.value, millis(l.ttl)).Int()
 	if err != nil {
 		return l.b.unavailable("renew", l.key, err)
 	}
@@ -52,8 +55,16 @@ func (l *lease) Renew(ctx context.Context) error {
 
 // Release deletes the lock if it still holds this lease's value and wakes
 // the next waiter; it returns an error wrapping backend.ErrLost if not.
+// With a minimum hold not yet over, the lock instead stays this lease's
+// until the grant (the server's time, from the holder's record) plus the
+// minimum, and then expires on the server.
 func (l *lease) Release(ctx context.Context) error {
-	n, err := l.b.scripts.release.Run(ctx, l.b.client, []string{l.names.lock, l.names.queue}, l.value, l.names.wake).Int()
+	var hold int64
+	if l.minHold > 0 {
+		hold = millis(l.minHold)
+	}
+	keys := []string{l.names.lock, l.names.queue, l.names.meta}
+	n, err := l.b.scripts.release.Run(ctx, l.b.client, keys, l.value, l.names.wake, hold).Int()
 	if err != nil {
 		return l.b.unavailable("release", l.key, err)
 	}

@@ -48,3 +48,25 @@ func TestMisparsedPasswordIsRefusedUnshown(t *testing.T) {
 		}
 	}
 }
+
+// A server that answers "wrong password" or "no such database" will answer
+// so again: those are exit 77 and 78, not 69 ("may work later"), as the
+// README's exit table says, and the Redlock backend already does.
+func TestRefusalsAreNotOutages(t *testing.T) {
+	srv := redistest.Start(t, "--requirepass", "right")
+	t.Setenv(EnvAuth, "")
+	for _, tc := range []struct {
+		url  string
+		want error
+	}{
+		{"redis://:wrong@" + srv.Addr() + "/0", backend.ErrPermission},
+		{"redis://nobody:wrong@" + srv.Addr() + "/0", backend.ErrPermission},
+		{"redis://" + srv.Addr() + "/0", backend.ErrPermission}, // NOAUTH
+		{"redis://:right@" + srv.Addr() + "/99", backend.ErrConfig},
+	} {
+		_, err := tryOpen(tc.url)
+		if !errors.Is(err, tc.want) || errors.Is(err, backend.ErrUnavailable) {
+			t.Errorf("OpenURL(%s) = %v; want %v and not ErrUnavailable", backend.Redact(tc.url), err, tc.want)
+		}
+	}
+}

@@ -70,7 +70,7 @@ func (b *Backend) probe(ctx context.Context) error {
 		return errors.As(err, &answered)
 	})
 	if err != nil {
-		return fmt.Errorf("%w: connecting to redis: %w", backend.ErrUnavailable, err)
+		return fmt.Errorf("%w: connecting to redis: %w", class(err), err)
 	}
 	return nil
 }
@@ -88,20 +88,44 @@ var (
 type names struct {
 	lock, counter, queue string
 	wake                 string // prefix of the waiters' channels
+	meta                 string // the holder's record: see record.go
 }
 
 func (b *Backend) names(key string) names {
 	base := b.prefix + "{" + key + "}:"
-	return names{lock: base + "lock", counter: base + "token", queue: base + "queue", wake: base + "wake:"}
+	return names{lock: base + "lock", counter: base + "token", queue: base + "queue", wake: base + "wake:", meta: base + "meta"}
 }
 
 // errMalformed means a reply or a stored value is not what lockrun writes:
 // someone else uses the same keys.
 var errMalformed = errors.New("unexpected data")
 
-// unavailable wraps an error from the server or the network: transient.
+// unavailable wraps an error from the server or the network: transient,
+// unless the server refused who we are or what we asked (see class).
 func (b *Backend) unavailable(op, key string, err error) error {
-	return fmt.Errorf("%w: redis %s: %s %q: %w", backend.ErrUnavailable, b.url, op, key, err)
+	return fmt.Errorf("%w: redis %s: %s %q: %w", class(err), b.url, op, key, err)
+}
+
+// class is the sentinel for err: backend.ErrPermission when the server
+// refused the credentials or an ACL forbids the command or keys (WRONGPASS,
+// NOAUTH, NOPERM), backend.ErrConfig when the URL names a database the
+// server does not have, else backend.ErrUnavailable. Retrying cures only
+// the last.
+func class(err error) error {
+	var answered goredis.Error
+	if !errors.As(err, &answered) {
+		return backend.ErrUnavailable
+	}
+	msg := answered.Error()
+	for _, code := range []string{"NOPERM", "WRONGPASS", "NOAUTH"} {
+		if strings.HasPrefix(msg, code) {
+			return backend.ErrPermission
+		}
+	}
+	if strings.Contains(msg, "DB index is out of range") || strings.Contains(msg, "invalid DB index") {
+		return backend.ErrConfig
+	}
+	return backend.ErrUnavailable
 }
 
 // parseValue reads a lock value, which acquire.lua writes as
@@ -122,7 +146,11 @@ func parseValue(key, v string, pttl time.Duration) (backend.Status, error) {
 // millis is d in whole milliseconds, rounded up: Redis counts in ms, and
 // the granted TTL must not be shorter than the one asked for.
 func millis(d time.Duration) int64 {
-	return max(int64((d+time.Millisecond-1)/time.Millisecond), 1)
+	ms := int64(d / time.Millisecond) // d+999999 first would overflow near the limit
+	if d%time.Millisecond > 0 {
+		ms++
+	}
+	return max(ms, 1)
 }
 
 // acquireFailed wraps an error of acquire.lua: the counter's own refusal

@@ -127,3 +127,11 @@ func TestRetriedAcquireGetsItsOwnGrant(t *testing.T) {
 		t.Errorf("another run's Acquire = %v, want ErrHeld", err)
 	}
 }
+
+func TestOperators(t *testing.T) {
+	srv := redistest.Start(t)
+	backendtest.RunOperators(t, backendtest.Operators{Harness: backendtest.Harness{
+		Open: func(t *testing.T) backend.Backend { return open(t, srv.URL()) },
+		TTL:  time.Second,
+	}})
+}

@@ -32,7 +32,7 @@ type scripts struct {
 func newScripts() scripts {
 	return scripts{
 		acquire: goredis.NewScript(libLua + acquireLua),
-		renew:   goredis.NewScript(renewLua),
+		renew:   goredis.NewScript(libLua + renewLua),
 		release: goredis.NewScript(libLua + releaseLua),
 		force:   goredis.NewScript(libLua + forceLua),
 		inspect: goredis.NewScript(inspectLua),

@@ -19,8 +19,8 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.Status, erro
 		return backend.Status{}, err
 	}
 	n := b.names(key)
-	res, err := b.scripts.inspect.Run(ctx, b.client, []string{n.lock, n.counter}).Slice()
-	if err == nil && len(res) != 3 {
+	res, err := b.scripts.inspect.Run(ctx, b.client, []string{n.lock, n.counter, n.meta}).Slice()
+	if err == nil && len(res) != 4 {
 		err = fmt.Errorf("%w: inspect reply %v", errMalformed, res)
 	}
 	if err != nil {
@@ -32,6 +32,8 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.Status, erro
 		if err != nil {
 			return backend.Status{Key: key}, b.unavailable("inspect", key, err)
 		}
+		rec, _ := res[3].([]any)
+		addRecord(&st, value, rec)
 		return st, nil
 	}
 	st := backend.Status{Key: key}
@@ -53,7 +55,7 @@ func (b *Backend) ForceRelease(ctx context.Context, key string) error {
 		return err
 	}
 	n := b.names(key)
-	if err := b.scripts.force.Run(ctx, b.client, []string{n.lock, n.queue}, n.wake).Err(); err != nil && !errors.Is(err, goredis.Nil) {
+	if err := b.scripts.force.Run(ctx, b.client, []string{n.lock, n.queue, n.meta}, n.wake).Err(); err != nil && !errors.Is(err, goredis.Nil) {
 		return b.unavailable("force-release", key, err)
 	}
 	return nil

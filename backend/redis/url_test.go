@@ -56,16 +56,40 @@ func TestParseURL(t *testing.T) {
 	}
 }
 
-// ACL users log in with user:password; a wrong password is unavailable,
-// and never printed.
+// ACL users log in with user:password; a wrong password, or none where one
+// is needed, is a permission error (exit 77, not 69: retrying will not
+// help), and never printed.
 func TestACLUser(t *testing.T) {
 	srv := redistest.Start(t, "--user", "alice", "on", ">s3cret", "~*", "&*", "+@all", "--user", "default", "off")
 	b := open(t, "redis://alice:s3cret@"+srv.Addr()+"/0")
 	l := backendtest.MustAcquire(t, b, "k", opts("h", time.Minute))
 	l.Release(t.Context())
-	for _, raw := range []string{"redis://alice:wrong-pw@" + srv.Addr(), "redis://" + srv.Addr()} {
-		if _, err := tryOpen(raw); !errors.Is(err, backend.ErrUnavailable) || strings.Contains(err.Error(), "wrong-pw") {
-			t.Errorf("OpenURL(%s) = %v; want ErrUnavailable, without the password", backend.Redact(raw), err)
+	for _, raw := range []string{"redis://alice:wrong-pw@" + srv.Addr(), "redis://" + srv.Addr(), "redis://bob:s3cret@" + srv.Addr()} {
+		if _, err := tryOpen(raw); !errors.Is(err, backend.ErrPermission) || errors.Is(err, backend.ErrUnavailable) || strings.Contains(err.Error(), "wrong-pw") {
+			t.Errorf("OpenURL(%s) = %v; want ErrPermission, without the password", backend.Redact(raw), err)
 		}
+	}
+}
+
+// An ACL that lets the user in but not at lockrun's keys, or not run
+// scripts, is a permission error on the first lock; a database the server
+// does not have is a configuration error.
+func TestACLRefusalsAreNotOutages(t *testing.T) {
+	srv := redistest.Start(t,
+		"--user", "keys", "on", ">pw", "~other:*", "&*", "+@all",
+		"--user", "noscript", "on", ">pw", "~*", "&*", "+@all", "-@scripting",
+		"--user", "default", "on", "nopass", "~*", "&*", "+@all")
+	for _, user := range []string{"keys", "noscript"} {
+		b := open(t, "redis://"+user+":pw@"+srv.Addr()+"/0")
+		_, err := b.Acquire(t.Context(), "k", opts("h", time.Minute))
+		if !errors.Is(err, backend.ErrPermission) || errors.Is(err, backend.ErrUnavailable) {
+			t.Errorf("Acquire as %s = %v; want ErrPermission", user, err)
+		}
+		if _, err := b.Inspect(t.Context(), "k"); !errors.Is(err, backend.ErrPermission) {
+			t.Errorf("Inspect as %s = %v; want ErrPermission", user, err)
+		}
+	}
+	if _, err := tryOpen("redis://" + srv.Addr() + "/99"); !errors.Is(err, backend.ErrConfig) {
+		t.Errorf("OpenURL(database 99) = %v; want ErrConfig", err)
 	}
 }

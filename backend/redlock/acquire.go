@@ -31,7 +31,7 @@ type request struct {
 	key           string
 	names         names
 	o             backend.AcquireOptions
-	px            int64  // ms asked of each master: TTL plus drift
+	px            int64  // ms asked of each master: TTL plus drift, added in ms, where a TTL near the limit cannot overflow
 	info          string // the holder's record, JSON
 	waiter, place string // set while queued
 }
@@ -57,7 +57,7 @@ func (b *Backend) Acquire(ctx context.Context, key string, o backend.AcquireOpti
 	if err != nil {
 		return nil, fmt.Errorf("%w: lock %q: holder info: %w", backend.ErrInvalidOptions, key, err)
 	}
-	r := &request{key: key, names: b.names(key), o: o, px: millis(o.TTL + drift(o.TTL)), info: string(info)}
+	r := &request{key: key, names: b.names(key), o: o, px: millis(o.TTL) + millis(drift(o.TTL)), info: string(info)}
 	a, err := b.tryHard(ctx, r)
 	switch {
 	case err != nil:

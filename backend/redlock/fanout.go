@@ -99,14 +99,17 @@ func answered[T any](rs []reply[T]) int {
 }
 
 // noQuorum is the error of a call that fewer than a majority answered: it
-// wraps backend.ErrPermission when a master refused our credentials (no
-// retry will help), else backend.ErrUnavailable, and names each failure.
+// wraps backend.ErrPermission when a master refused our credentials, else
+// backend.ErrConfig when one has no such database (no retry will help),
+// else backend.ErrUnavailable, and names each failure.
 func (b *Backend) noQuorum(op, key string, answered int, errs []error) error {
 	kind := backend.ErrUnavailable
 	var msgs []string
 	for _, err := range errs {
 		if refused(err) {
 			kind = backend.ErrPermission
+		} else if missingDB(err) && kind != backend.ErrPermission {
+			kind = backend.ErrConfig
 		}
 		msgs = append(msgs, err.Error())
 	}
@@ -142,6 +145,13 @@ func refused(err error) bool {
 		}
 	}
 	return false
+}
+
+// missingDB tells a master that has no database of the URL's number: a
+// configuration error (exit 78) that no retry will mend.
+func missingDB(err error) bool {
+	var answered goredis.Error
+	return errors.As(err, &answered) && strings.HasPrefix(answered.Error(), "ERR DB index is out of range")
 }
 
 // tally counts the replies that say yes, those that say no, and the

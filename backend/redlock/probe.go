@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/lockrun/lockrun/backend"
 )
 
-// errRefused marks a probe that a master refused (credentials, ACL): final
-// at once, since retrying will not help.
+// errRefused marks a probe that a master refused (credentials, ACL, no
+// such database): final at once, since retrying will not help.
 var errRefused = errors.New("refused")
 
 // probe pings every master at once, with backend.Probe's retries, until a
@@ -21,18 +24,20 @@ func (b *Backend) probe(ctx context.Context) error {
 	err := backend.Probe(ctx, func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, b.opt.DialTimeout+b.opt.ReadTimeout)
 		defer cancel()
-		rs := fanout(ctx, b.masters, func(ctx context.Context, m *master) (struct{}, error) {
-			return struct{}{}, m.client.Ping(ctx).Err()
-		}, func(rs []reply[struct{}]) bool {
+		// Lingering for the last masters lets sameServer see them all.
+		rs := fanoutLinger(ctx, b.masters, whoIs, func(rs []reply[string]) bool {
 			n := answered(rs)
 			return b.settled(n, 0, len(rs)-n)
-		})
+		}, maxLinger)
 		if n := answered(rs); n < b.quorum {
 			last = b.noQuorum("connect", "", n, errorsOf(rs))
-			if errors.Is(last, backend.ErrPermission) {
+			if errors.Is(last, backend.ErrPermission) || errors.Is(last, backend.ErrConfig) {
 				return errRefused
 			}
 			return last
+		}
+		if last = sameServer(rs); last != nil {
+			return errRefused
 		}
 		return nil
 	}, func(err error) bool { return errors.Is(err, errRefused) })
@@ -40,4 +45,41 @@ func (b *Backend) probe(ctx context.Context) error {
 		return fmt.Errorf("connecting: %w", last)
 	}
 	return err
+}
+
+// whoIs asks m for its run_id (INFO server), which tells two names of one
+// server apart from two servers; a server that refuses INFO (a proxy, a
+// renamed command) is only pinged, and goes unchecked.
+func whoIs(ctx context.Context, m *master) (string, error) {
+	info, err := m.client.Info(ctx, "server").Result()
+	var answered goredis.Error
+	if err != nil && errors.As(err, &answered) && !refused(err) && !missingDB(err) {
+		return "", m.client.Ping(ctx).Err()
+	}
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if id, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
+			return id, nil
+		}
+	}
+	return "", nil
+}
+
+// sameServer is a backend.ErrConfig error when two masters that answered
+// are one server under two names: a majority of them would not be one of
+// independent servers.
+func sameServer(rs []reply[string]) error {
+	seen := map[string]string{}
+	for _, r := range rs {
+		if r.err != nil || r.v == "" {
+			continue
+		}
+		if other, ok := seen[r.v]; ok {
+			return fmt.Errorf("%w: masters %s and %s are the same Redis server (run_id %s): name each master once", backend.ErrConfig, other, r.m.addr, r.v)
+		}
+		seen[r.v] = r.m.addr
+	}
+	return nil
 }

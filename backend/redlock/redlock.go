@@ -97,5 +97,9 @@ func parseValue(key, v string, pttl time.Duration) (backend.Status, error) {
 
 // millis is d in whole milliseconds, rounded up: Redis counts in ms.
 func millis(d time.Duration) int64 {
-	return max(int64((d+time.Millisecond-1)/time.Millisecond), 1)
+	ms := int64(d / time.Millisecond) // d+999999 first would overflow near the limit
+	if d%time.Millisecond > 0 {
+		ms++
+	}
+	return max(ms, 1)
 }

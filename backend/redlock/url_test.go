@@ -70,6 +70,15 @@ func TestACLUser(t *testing.T) {
 	}
 }
 
+// A database the masters do not have is a configuration error (exit 78),
+// not an outage (69) that cron would retry for ever.
+func TestMissingDatabaseIsConfig(t *testing.T) {
+	raw := strings.TrimSuffix(urlOf(masters(t, 3)), "/0") + "/99"
+	if _, err := tryOpen(raw); !errors.Is(err, backend.ErrConfig) || errors.Is(err, backend.ErrUnavailable) {
+		t.Errorf("OpenURL(%s) = %v; want ErrConfig, not ErrUnavailable", raw, err)
+	}
+}
+
 // TLS: every master is verified against ca_file, and the client
 // certificate is presented.
 func TestTLS(t *testing.T) {
@@ -98,4 +107,17 @@ func mustParse(t *testing.T, raw string) *url.URL {
 		t.Fatal(err)
 	}
 	return u
+}
+
+// One server named twice under two names (127.0.0.1 and localhost) is
+// not two masters: a "majority" of it is one server, and Redlock's
+// tolerance of a lost master is gone. The masters say who they are
+// (INFO's run_id); duplicates are a configuration error (exit 78).
+func TestOneServerUnderTwoNamesIsRefused(t *testing.T) {
+	s := masters(t, 2)
+	_, port, _ := strings.Cut(s[0].Addr(), ":")
+	raw := "redlock://" + s[0].Addr() + ",localhost:" + port + "," + s[1].Addr() + "/0"
+	if _, err := tryOpen(raw); !errors.Is(err, backend.ErrConfig) {
+		t.Errorf("OpenURL(%s) = %v; want ErrConfig", raw, err)
+	}
 }

@@ -122,6 +122,10 @@ func connect(ctx context.Context, cfg Config, timeout time.Duration) (*session, 
 			s.markGone()
 		}
 	}
+	// The protocol counts whole milliseconds and the client truncates:
+	// round up, or a TTL with a fraction of one gets a session shorter
+	// than it asked for, and is refused.
+	timeout = (timeout + time.Millisecond - 1).Truncate(time.Millisecond)
 	c, _, err := zk.Connect(cfg.Servers, timeout, zk.WithDialer(d.dial), zk.WithLogger(nopLogger{}),
 		zk.WithLogInfo(false), zk.WithEventCallback(onEvent))
 	if err != nil {

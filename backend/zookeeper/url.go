@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/lockrun/lockrun/backend"
 	"github.com/lockrun/lockrun/internal/urlopt"
@@ -121,6 +124,9 @@ func servers(hosts string) ([]string, error) {
 		if _, _, err := net.SplitHostPort(h); err != nil {
 			h = net.JoinHostPort(strings.Trim(h, "[]"), DefaultPort)
 		}
+		if err := checkServer(h); err != nil {
+			return nil, err
+		}
 		out = append(out, h)
 	}
 	return out, nil
@@ -133,12 +139,31 @@ func root(path string) (string, error) {
 	if path == "" {
 		return DefaultRoot, nil
 	}
+	if i := strings.IndexFunc(path, badPathRune); i >= 0 || !utf8.ValidString(path) {
+		return "", invalid("root %q: a ZooKeeper path may not hold control characters or invalid UTF-8", path)
+	}
 	for _, seg := range strings.Split(path[1:], "/") {
 		if seg == "" || seg == "." || seg == ".." || seg == "zookeeper" && !strings.Contains(path[1:], "/") {
 			return "", invalid("root %q: use a path such as /lockrun or /team/locks (no empty, . or .. segment, not /zookeeper)", path)
 		}
 	}
 	return path, nil
+}
+
+// checkServer refuses a host:port that no dial could reach: an empty host
+// or a port outside 1-65535 is a typo, not an outage (exit 64, not 69).
+func checkServer(hostPort string) error {
+	host, port, _ := net.SplitHostPort(hostPort)
+	if n, err := strconv.Atoi(port); host == "" || err != nil || n < 1 || n > 65535 {
+		return invalid("server %q: use host:port with a port from 1 to 65535", hostPort)
+	}
+	return nil
+}
+
+// badPathRune is a character ZooKeeper refuses in a path (its PathUtils):
+// C0 and C1 controls, DEL, surrogates, private use and U+FFF0-U+FFFF.
+func badPathRune(r rune) bool {
+	return unicode.IsControl(r) || r >= 0xd800 && r <= 0xf8ff || r >= 0xfff0 && r <= 0xffff
 }
 
 // credentials takes the digest user and password from the URL, else from

@@ -50,6 +50,10 @@ func TestParseURLRejects(t *testing.T) {
 		"redis://a", "zk:a", "zk:///x", "zk://a,,b", "zk://a//x", "zk://a/x/../y", "zk://a/zookeeper",
 		"zk://a?ttl=1s", "zk://a?dial_timeout=0", "zk://a?tick_time=soon", "zk://a?cacert=/x",
 		"zk://u@a", "zk://:pw@a", "zks://a?cacert=/does/not/exist", "zks://a?cert=/x",
+		// ZooKeeper refuses such paths only when lockrun first writes (exit
+		// 69, "may work later"), and the raw bytes reached the terminal.
+		"zk://a/x%00y", "zk://a/x%1b[31m", "zk://a/x%7f", "zk://a/x%c2%85", "zk://a/x%ff",
+		"zk://a:99999", "zk://a:0", "zk://:2181", "zk://a,:2181",
 	} {
 		if _, err := parse(t, raw, nil); !errors.Is(err, backend.ErrInvalidURL) {
 			t.Errorf("ParseURL(%q) = %v, want ErrInvalidURL", raw, err)

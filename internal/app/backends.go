@@ -55,7 +55,7 @@ func openBackend(ctx context.Context, raw string) (backend.Backend, error) {
 		return b, wrapURL(raw, err)
 	case "":
 		// Not shown: a typo of a URL may still hold its password.
-		return nil, usagef("--backend: not a URL (no scheme): use file:///dir, redis://host, etcd://host, postgres://host/db or zk://host")
+		return nil, usagef("--backend: not a URL (no scheme): use file:///dir, redis://host, etcd://host, postgres://host/db, zk://host or redlock://h1,h2,h3")
 	}
 	return nil, usagef("--backend %s: unknown scheme %q: use file, redis, rediss, redlock, redlocks, etcd, etcds, postgres, postgresql, zk or zks", backend.Redact(raw), u.Scheme)
 }

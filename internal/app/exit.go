@@ -35,6 +35,20 @@ func usagef(format string, a ...any) error {
 	return usageError{fmt.Errorf(format, a...)}
 }
 
+// answer is an exit status that is an answer rather than an error:
+// status's "free", release's "nothing released". report prints nothing
+// for it; the command has already said what it found.
+type answer int
+
+func (a answer) Error() string { return fmt.Sprintf("exit status %d", int(a)) }
+func (a answer) ExitCode() int { return int(a) }
+
+// Answers of status and release, documented in their help.
+const (
+	answerFree        answer = 1 // status: the lock is free; release: it was free
+	answerNotReleased answer = 2 // release: declined, or the lock changed hands
+)
+
 // busyError is a busy lock under --conflict-exit-code.
 type busyError struct {
 	err  error

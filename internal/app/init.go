@@ -16,17 +16,17 @@ type initer interface {
 func initCommand(st *state) *cli.Command {
 	return &cli.Command{
 		Name:  "init",
-		Usage: "prepare the backend's store (e.g. create the PostgreSQL lease table); safe to repeat",
+		Usage: "prepare the backend's store (PostgreSQL: the lease table and lockrun_fence; Redis: the fence functions); safe to repeat",
 		UsageText: "lockrun init [--backend URL]\n\n" +
 			"   Backends that need nothing prepared say so and exit 0.",
 		OnUsageError: onUsageError,
-		Flags:        commonFlags(),
+		Flags:        commonFlags("print errors only", adminVerbose),
 		Action:       st.init,
 	}
 }
 
 func (st *state) init(c *cli.Context) error {
-	if _, err := st.logTo(st.stderr, c.String("log-format"), c.Bool("quiet"), false); err != nil {
+	if _, err := st.logFrom(c); err != nil {
 		return err
 	}
 	if c.Args().Present() {

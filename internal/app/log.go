@@ -10,11 +10,15 @@ import (
 	"time"
 )
 
-// newLogger logs to w (stderr, never the command's stdout) in format
-// "text" or "json", at warn level by default, error level when quiet and
-// debug level when verbose.
+// levelNotice is for what a person running lockrun should see without
+// asking for it, such as a wait beginning: above info, below warnings.
+const levelNotice = slog.LevelInfo + 2
+
+// newLogger logs to w (stderr, never the command's stdout, or a syslog
+// sink) in format "text" or "json", at notice level by default, error
+// level when quiet and debug level when verbose.
 func newLogger(w io.Writer, format string, quiet, verbose bool) (*slog.Logger, error) {
-	level := slog.LevelWarn
+	level := levelNotice
 	switch {
 	case quiet && verbose:
 		return nil, usagef("--quiet and --verbose contradict each other: pick one")
@@ -27,13 +31,31 @@ func newLogger(w io.Writer, format string, quiet, verbose bool) (*slog.Logger, e
 	case "text", "":
 		return slog.New(&lineHandler{w: w, level: level, mu: &sync.Mutex{}}), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})), nil
+		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: jsonAttr})), nil
 	}
 	return nil, usagef("--log-format %q: use text or json", format)
 }
 
+// jsonAttr gives durations in seconds, as a number (the JSON handler's
+// default is nanoseconds), and names the notice level.
+func jsonAttr(_ []string, a slog.Attr) slog.Attr {
+	switch v := a.Value.Resolve(); {
+	case v.Kind() == slog.KindDuration:
+		return slog.Float64(a.Key, v.Duration().Seconds())
+	case a.Key == slog.LevelKey && v.Any() == levelNotice:
+		return slog.String(a.Key, "NOTICE")
+	}
+	return a
+}
+
+// leveled is a sink that files each line under its level: syslog.
+type leveled interface {
+	WriteLevel(level slog.Level, line string) error
+}
+
 // lineHandler writes one line per record for people reading a terminal or
-// a cron mail: "lockrun: warning: message key=value ...".
+// a cron mail: "lockrun: warning: message key=value ...". To a leveled
+// sink it gives the line without "lockrun: ", which the sink's tag says.
 type lineHandler struct {
 	w     io.Writer
 	level slog.Level
@@ -45,7 +67,10 @@ func (h *lineHandler) Enabled(_ context.Context, l slog.Level) bool { return l >
 
 func (h *lineHandler) Handle(_ context.Context, r slog.Record) error {
 	var b strings.Builder
-	b.WriteString("lockrun: ")
+	sink, isLeveled := h.w.(leveled)
+	if !isLeveled {
+		b.WriteString("lockrun: ")
+	}
 	switch {
 	case r.Level >= slog.LevelError:
 		b.WriteString("error: ")
@@ -69,6 +94,9 @@ func (h *lineHandler) Handle(_ context.Context, r slog.Record) error {
 		write(a)
 	}
 	r.Attrs(write)
+	if isLeveled {
+		return sink.WriteLevel(r.Level, b.String())
+	}
 	b.WriteByte('\n')
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -3,7 +3,6 @@ package app
 import (
 	"crypto/rand"
 	"errors"
-	"math"
 	"os"
 	"strconv"
 	"time"
@@ -29,10 +28,16 @@ EXAMPLES:
    # the embedded file backend (no server) and the fencing token
    lockrun run demo -- sh -c 'echo "token $LOCKRUN_FENCING_TOKEN"'
 
+   # a fleet's crontab: the job runs once per schedule even when hosts' crons fire up to 5 minutes apart
+   lockrun run -q --conflict-exit-code 0 --min-hold 5m nightly-report -- /opt/report.sh
+
+Durations are seconds (10, 0.5) or Go durations (1m30s).
+
 EXIT STATUS:
    the command's own status (128+N if signal N killed it); 75 lock busy (--conflict-exit-code);
    76 lock lost (or its watchdog died), command stopped; 124 --max-run reached, command stopped;
-   64 usage error; 69 backend unavailable; 70 internal error; 126 command not executable;
+   64 usage error; 69 backend unavailable (may work later); 77 permission or authentication refused;
+   78 backend configuration error; 70 internal error; 126 command not executable;
    127 command not found`
 
 func runCommand(st *state) *cli.Command {
@@ -42,35 +47,38 @@ func runCommand(st *state) *cli.Command {
 		UsageText:    "lockrun run [flags] KEY -- COMMAND [ARG...]",
 		Description:  runDescription,
 		OnUsageError: onUsageError,
-		Flags: append(commonFlags(),
-			&cli.DurationFlag{Name: "ttl", Value: 30 * time.Second, EnvVars: env("TTL"), Usage: "lease length: how long the lock outlives a holder that stops renewing"},
-			&cli.DurationFlag{Name: "heartbeat", EnvVars: env("HEARTBEAT"), Usage: "time between renewals", DefaultText: "ttl/3"},
-			&cli.DurationFlag{Name: "kill-grace", EnvVars: env("KILL_GRACE"), Usage: "time from SIGTERM to SIGKILL when the lock is lost", DefaultText: "ttl/6, at most 5s"},
+		Flags: append(append(commonFlags("print errors only: say nothing when the lock is busy or while waiting", runVerbose), runFlags()...),
+			durationFlag("ttl", "TTL", "lease length: how long the lock outlives a holder that stops renewing", 30*time.Second, ""),
+			durationFlag("heartbeat", "HEARTBEAT", "time between renewals", 0, "ttl/3"),
+			durationFlag("kill-grace", "KILL_GRACE", "time from SIGTERM to SIGKILL when the lock is lost", 0, "ttl/6, at most 5s"),
 			&cli.BoolFlag{Name: "wait", Aliases: []string{"w"}, EnvVars: env("WAIT"), Usage: "wait for the lock instead of exiting when it is busy"},
-			&cli.DurationFlag{Name: "timeout", EnvVars: env("TIMEOUT"), Usage: "wait at most this long for the lock, then exit busy (implies --wait)"},
-			&cli.StringFlag{Name: "max-run", EnvVars: env("MAX_RUN"), Usage: "stop the command (SIGTERM, kill grace, SIGKILL) once it has run this long, and exit 124; a bare number is seconds", DefaultText: "no limit"},
+			durationFlag("timeout", "TIMEOUT", "wait at most this long for the lock, then exit busy (implies --wait)", 0, ""),
+			durationFlag("min-hold", "MIN_HOLD", "keep the lock taken until this long after the grant, even when the command ends sooner, "+
+				"so that hosts whose cron fires a little later skip the run; lockrun itself exits when the command does", 0, ""),
+			durationFlag("max-run", "MAX_RUN", "stop the command (SIGTERM, kill grace, SIGKILL) once it has run this long, and exit 124", 0, "no limit"),
 			&cli.IntFlag{Name: "conflict-exit-code", Value: ExitBusy, EnvVars: env("CONFLICT_EXIT_CODE"), Usage: "exit status when the lock is busy"},
 			&cli.StringFlag{Name: "holder", EnvVars: env("HOLDER"), Usage: "who holds the lock, as others see it", DefaultText: "host:pid"},
-			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, EnvVars: env("VERBOSE"), Usage: "log the lock's life: acquired, renewed, released"},
 		),
 		Action: st.run,
 	}
 }
 
-// commonFlags are the flags of every command.
-func commonFlags() []cli.Flag {
+// commonFlags are the flags of every command; quiet and verbose say what
+// --quiet and --verbose mean for it.
+func commonFlags(quiet, verbose string) []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "backend", Aliases: []string{"b"}, EnvVars: env("BACKEND"), Usage: "where locks live: file:///dir, redis://, etcd://, postgres://, zk://", DefaultText: "the embedded file backend"},
-		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, EnvVars: env("QUIET"), Usage: "print errors only; say nothing when the lock is busy"},
-		&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: env("LOG_FORMAT"), Usage: "text or json, on stderr"},
+		&cli.StringFlag{Name: "backend", Aliases: []string{"b"}, EnvVars: env("BACKEND"), Usage: "where locks live: file:///dir, redis://, redlock://, etcd://, postgres://, zk://", DefaultText: "the embedded file backend"},
+		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, EnvVars: env("QUIET"), Usage: quiet},
+		verboseFlag(verbose),
+		&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: env("LOG_FORMAT"), Usage: "text or json"},
+		&cli.StringFlag{Name: "log", Value: logStderr, EnvVars: env("LOG"), Usage: "where lockrun's own lines go: stderr, syslog (or syslog:/path/to/socket), journald (or journald:/path/to/socket)"},
 	}
 }
 
 func env(name string) []string { return []string{"LOCKRUN_" + name} }
 
 func (st *state) run(c *cli.Context) error {
-	st.logw = newLogWriter(st.stderr, c.String("log-format"))
-	log, err := st.logTo(st.logw, c.String("log-format"), c.Bool("quiet"), c.Bool("verbose"))
+	log, err := st.logFrom(c)
 	if err != nil {
 		return err
 	}
@@ -80,22 +88,22 @@ func (st *state) run(c *cli.Context) error {
 	}
 	var settings []heartbeat.Setting
 	if c.IsSet("heartbeat") {
-		settings = append(settings, heartbeat.WithInterval(c.Duration("heartbeat")))
+		settings = append(settings, heartbeat.WithInterval(duration(c, "heartbeat")))
 	}
 	if c.IsSet("kill-grace") {
-		settings = append(settings, heartbeat.WithGrace(c.Duration("kill-grace")))
+		settings = append(settings, heartbeat.WithGrace(duration(c, "kill-grace")))
 	}
-	policy, err := heartbeat.NewPolicy(c.Duration("ttl"), settings...)
+	policy, err := heartbeat.NewPolicy(duration(c, "ttl"), settings...)
 	if err != nil {
 		return usagef("--ttl, --heartbeat, --kill-grace: %v", err)
 	}
-	timeout := c.Duration("timeout")
-	if timeout < 0 {
-		return usagef("--timeout %v must not be negative", timeout)
+	timeout, minHold := duration(c, "timeout"), duration(c, "min-hold")
+	if timeout < 0 || minHold < 0 {
+		return usagef("--timeout %v and --min-hold %v must not be negative", timeout, minHold)
 	}
-	maxRun, err := seconds(c.String("max-run"))
-	if err != nil || maxRun < 0 {
-		return usagef("--max-run %q: use a duration such as 90s, 15m or 2h, or a number of seconds", c.String("max-run"))
+	maxRun := duration(c, "max-run")
+	if maxRun < 0 {
+		return usagef("--max-run %v must not be negative", maxRun)
 	}
 	busy := c.Int("conflict-exit-code")
 	if busy < 0 || busy > 255 {
@@ -109,42 +117,47 @@ func (st *state) run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	raw := c.String("backend")
-	b, err := openBackend(c.Context, raw)
-	if err != nil {
+	if err := checkMetricsFile(c.String("metrics-file")); err != nil {
 		return err
 	}
-	defer b.Close()
-	err = runner.Run(c.Context, runner.Job{
-		Key:        key,
-		Locker:     b,
-		Acquire:    backend.AcquireOptions{TTL: policy.TTL, Holder: holder, RunID: rand.Text(), Wait: c.Bool("wait") || timeout > 0},
-		Policy:     policy,
-		Timeout:    timeout,
-		MaxRun:     maxRun,
-		BackendURL: describeBackend(raw, b),
-		Path:       path,
-		Args:       argv,
-		Stdio:      [3]*os.File{st.stdin, st.stdout, st.stderr},
-		Watchdog:   &watchdog.Self,
-		Log:        log.With("key", key),
-	})
-	return withBusyCode(err, busy)
+	raw := c.String("backend")
+	job := runner.Job{
+		Key: key,
+		Acquire: backend.AcquireOptions{TTL: policy.TTL, Holder: holder, RunID: rand.Text(), Wait: c.Bool("wait") || timeout > 0,
+			MinHold: minHold, Info: holderInfo(argv, os.Getenv)},
+		Policy:   policy,
+		Timeout:  timeout,
+		MaxRun:   maxRun,
+		Path:     path,
+		Args:     argv,
+		Stdio:    [3]*os.File{st.stdin, st.stdout, st.stderr},
+		Watchdog: &watchdog.Self,
+		Log:      log.With("key", key),
+		FailOpen: c.Bool("fail-open"),
+		Stats:    &runner.Stats{},
+	}
+	err = withBusyCode(st.runJob(c, raw, job), busy)
+	if file := c.String("metrics-file"); file != "" {
+		figures := runFigures{key: key, stats: *job.Stats, status: exitCode(err), end: time.Now()}
+		if merr := writeMetrics(file, figures); merr != nil {
+			log.Error("could not write the metrics file", "err", merr)
+		}
+	}
+	return err
 }
 
-// seconds parses a duration flag: a Go duration, or a bare number of
-// seconds as flock(1) and timeout(1) take; empty is 0.
-func seconds(s string) (time.Duration, error) {
-	if s == "" {
-		return 0, nil
+// runJob opens the backend and runs job under its lock, or without one if
+// the job may fail open and the backend cannot be reached.
+func (st *state) runJob(c *cli.Context, raw string, job runner.Job) error {
+	b, err := openBackend(c.Context, raw)
+	if err != nil {
+		job.BackendURL = backend.Redact(raw)
+		return failOpenAfterOpen(c, job, err)
 	}
-	if f, err := strconv.ParseFloat(s, 64); err == nil {
-		if f > float64(math.MaxInt64)/float64(time.Second) {
-			return 0, strconv.ErrRange
-		}
-		return time.Duration(f * float64(time.Second)), nil
-	}
-	return time.ParseDuration(s)
+	defer b.Close()
+	waits := st.announcer(b, job.Log)
+	job.Locker, job.BackendURL = waits, describeBackend(raw, b)
+	return waits.ended(runner.Run(c.Context, job))
 }
 
 // watchdogCommand is the hidden command lockrun starts beside the user's

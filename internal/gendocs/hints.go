@@ -8,12 +8,14 @@ import "slices"
 var valueHints = map[string][]string{
 	"backend":    {"file:///", "redis://", "rediss://", "etcd://", "etcds://", "postgres://", "postgresql://"},
 	"log-format": {"text", "json"},
+	"log":        {"stderr", "syslog", "journald"},
 }
 
 // globalFlags are those urfave/cli adds to the app itself.
 var globalFlags = []option{
 	{Names: []string{"help", "h"}, Usage: "show help"},
-	{Names: []string{"version", "v"}, Usage: "print the version"},
+	{Names: []string{"verbose", "v"}, Usage: "verbose, for every command: 'lockrun -v run' is 'lockrun run -v'"},
+	{Names: []string{"version", "V"}, Usage: "print the version"},
 }
 
 func sortedKeys(m map[string][]string) []string {

@@ -39,7 +39,8 @@ func manPage(p program, pg page) string {
 		}
 	}
 	sb.WriteString(".SH GLOBAL OPTIONS\n.TP\n" + bold("--help") + ", " + bold("-h") + "\nshow help; after a command, that command's help\n")
-	sb.WriteString(".TP\n" + bold("--version") + ", " + bold("-v") + "\nprint the version, the commit and its date\n")
+	sb.WriteString(".TP\n" + bold("--verbose") + ", " + bold("-v") + "\nverbose, for every command: 'lockrun -v run' is 'lockrun run -v'\n")
+	sb.WriteString(".TP\n" + bold("--version") + ", " + bold("-V") + "\nprint the version, the commit and its date\n")
 	for _, l := range order {
 		sb.WriteString(".SH " + esc(l) + "\n")
 		if l == "EXAMPLES" {

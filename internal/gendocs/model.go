@@ -60,7 +60,7 @@ func describeFlag(f cli.Flag) option {
 	}
 	o.Usage, o.Env, o.Value = d.GetUsage(), d.GetEnvVars(), d.TakesValue()
 	switch f.(type) {
-	case *cli.DurationFlag:
+	case *cli.DurationFlag, *cli.GenericFlag: // lockrun's generic flags are durations that take bare seconds
 		o.Kind = "duration"
 	case *cli.IntFlag:
 		o.Kind = "int"

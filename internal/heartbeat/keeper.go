@@ -150,7 +150,7 @@ func (k *Keeper) loop(ctx context.Context, sent time.Time) {
 			sent, lastErr = s, nil
 			next = s.Add(p.Interval)
 			k.extended(s)
-			k.log.Debug("lease renewed", "took", k.clock.Now().Sub(s).Round(time.Microsecond), "kill_by", p.KillAt(s).Sub(k.clock.Now()).Round(time.Millisecond))
+			k.log.Debug("lease renewed", "event", "renewed", "took", k.clock.Now().Sub(s).Round(time.Microsecond), "kill_by", p.KillAt(s).Sub(k.clock.Now()).Round(time.Millisecond))
 		case errors.Is(err, errStopped):
 			return
 		case errors.Is(err, backend.ErrLost):
@@ -159,7 +159,7 @@ func (k *Keeper) loop(ctx context.Context, sent time.Time) {
 		default:
 			lastErr = err
 			next = k.clock.Now().Add(p.retryAfter())
-			k.log.Warn("lease renewal failed; retrying", "err", err, "term_in", termAt.Sub(k.clock.Now()).Round(time.Millisecond))
+			k.log.Warn("lease renewal failed; retrying", "event", "renewal_failed", "err", err, "term_in", termAt.Sub(k.clock.Now()).Round(time.Millisecond))
 		}
 	}
 }

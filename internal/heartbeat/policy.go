@@ -32,6 +32,11 @@ const (
 // hammering the backend.
 const MinInterval = 10 * time.Millisecond
 
+// MaxTTL is the longest lease: a year. Past it the backends' arithmetic
+// (nanoseconds plus drift, milliseconds rounded up, etcd's lease limit)
+// overflowed into leases that had expired before the command started.
+const MaxTTL = 8760 * time.Hour
+
 // Policy holds the timing of one lease. Build it with NewPolicy, which fills
 // defaults and rejects combinations that cannot be kept safely.
 type Policy struct {
@@ -117,6 +122,8 @@ func (p Policy) Validate() error {
 	switch {
 	case p.TTL <= 0:
 		return fmt.Errorf("ttl %v must be positive", p.TTL)
+	case p.TTL > MaxTTL:
+		return fmt.Errorf("ttl %v is too long: use at most %v", p.TTL, MaxTTL)
 	case p.Interval < MinInterval:
 		return fmt.Errorf("heartbeat %v is too short: use at least %v", p.Interval, MinInterval)
 	case p.Grace < 0:

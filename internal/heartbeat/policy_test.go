@@ -40,6 +40,11 @@ func TestNewPolicyRejectsUnsafeSettings(t *testing.T) {
 		{3 * time.Second, []Setting{WithGrace(5 * time.Second)}, "use a ttl of at least"},
 		// With the defaults that scale with the TTL, 200ms is not enough.
 		{200 * time.Millisecond, nil, "use a ttl of at least 225ms"},
+		// Past a year the backends' own arithmetic (ns + drift, ms, etcd's
+		// lease limit) overflowed: Redis, Redlock and PostgreSQL granted
+		// leases that had expired before the command started.
+		{MaxTTL + time.Millisecond, nil, "use at most 8760h"},
+		{1<<63 - 1, nil, "use at most 8760h"},
 	}
 	for _, c := range cases {
 		_, err := NewPolicy(c.ttl, c.settings...)

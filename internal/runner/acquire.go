@@ -35,10 +35,13 @@ func acquire(ctx context.Context, job Job, sigs <-chan os.Signal) (grant, error)
 		defer stop()
 	}
 	stopWatch := watchSignals(sigs, func(sig os.Signal) {
-		cancel(&ExitError{Code: signalStatus(sig.(syscall.Signal)), Err: fmt.Errorf("interrupted by %v while waiting for lock %q", sig, job.Key)})
+		cancel(&ExitError{Code: signalStatus(sig.(syscall.Signal)), Err: fmt.Errorf("interrupted by %s while waiting for lock %q", signalName(sig), job.Key)})
 	})
 	defer stopWatch()
 
+	if job.Acquire.Wait {
+		job.Log.Debug("waiting for the lock", "event", EventWaiting, "timeout", job.Timeout)
+	}
 	backoff := 200 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		began, bootBegan := time.Now(), job.Clock.Now()

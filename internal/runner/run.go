@@ -42,6 +42,9 @@ type Job struct {
 	Watchdog *watchdog.Program // the watchdog to guard the command; none if nil
 	Clock    clock.Clock       // the deadlines' clock; nil is clock.Boot, which counts suspend
 	Log      *slog.Logger
+
+	FailOpen bool   // run without the lock when the backend cannot be reached (see FailOpenable)
+	Stats    *Stats // filled in with the run's figures; may be nil
 }
 
 // Run runs the job. It returns nil when the command exited 0; an
@@ -67,7 +70,12 @@ func Run(ctx context.Context, job Job) error {
 	if job.Acquire.Wait {
 		proc = prepare(job.Watchdog, job.Clock)
 	}
+	asked := time.Now() // a reported duration: wall time will do
 	g, err := acquire(ctx, job, sigs)
+	job.Stats.waited(time.Since(asked))
+	if err != nil && job.FailOpen && FailOpenable(err) {
+		return runUnlocked(ctx, job, proc, sigs, err)
+	}
 	if err != nil {
 		if proc != nil {
 			proc.abandon()
@@ -78,11 +86,15 @@ func Run(ctx context.Context, job Job) error {
 		proc = prepare(job.Watchdog, job.Clock)
 	}
 	log := job.Log.With("token", g.lease.Token().String())
-	log.Debug("lock acquired", "ttl", g.lease.TTL(), "took", time.Since(g.lease.Start()).Round(time.Microsecond))
+	log.Debug("lock acquired", "event", EventAcquired, "ttl", g.lease.TTL(), "took", time.Since(g.lease.Start()).Round(time.Microsecond))
 	warnSkew(log, g.lease, job.Policy.Margin)
 
 	status, why, err := runCommand(ctx, job, proc, g, sigs, log)
-	release(job, g.lease, errors.Is(why, backend.ErrLost), log)
+	lost := errors.Is(why, backend.ErrLost)
+	if err == nil {
+		log.Debug("command exited", "event", EventExited, "status", status, "lost", lost)
+	}
+	release(job, g.lease, lost, log)
 	<-proc.reaped // the watchdog and the cgroup go after the lock, off the hand-off path
 	switch {
 	case err != nil:
@@ -101,14 +113,16 @@ func Run(ctx context.Context, job Job) error {
 // lease, nor after the lease's term deadline.
 func runCommand(ctx context.Context, job Job, proc *process, g grant, sigs <-chan os.Signal, log *slog.Logger) (status int, why, err error) {
 	p := job.Policy
-	env := childEnv(os.Environ(), map[string]string{
+	ctl := startControl(job, g.lease, log) // the command's channel to us: checkpoints, fence checks
+	defer ctl.close()
+	env := childEnv(os.Environ(), ctl.vars(map[string]string{
 		"LOCKRUN_FENCING_TOKEN": g.lease.Token().String(),
 		"LOCKRUN_KEY":           job.Key,
 		"LOCKRUN_HOLDER":        job.Acquire.Holder,
 		"LOCKRUN_RUN_ID":        job.Acquire.RunID,
 		"LOCKRUN_TTL":           p.TTL.String(),
 		"LOCKRUN_BACKEND":       job.BackendURL,
-	})
+	}))
 	// The watchdog kills halfway between lockrun's own SIGKILL and the
 	// local deadline: a backstop that never pre-empts lockrun.
 	backstop := p.Margin / 2
@@ -124,12 +138,14 @@ func runCommand(ctx context.Context, job Job, proc *process, g grant, sigs <-cha
 	keeper := heartbeat.Start(ctx, g.lease, p, g.sent, heartbeat.WithLogger(log), heartbeat.WithClock(job.Clock),
 		heartbeat.OnExtend(func(killAt time.Time) { proc.arm(killAt.Add(backstop)) }))
 	defer keeper.Stop()
+	ctl.watch(keeper.Lost())
 	s := &supervisor{p: proc, loss: keeper, clock: job.Clock, sigs: sigs, grace: p.Grace, backstop: backstop, log: log}
 	if job.MaxRun > 0 {
 		s.maxRunAt = started.Add(job.MaxRun)
 	}
 	ws, why := s.wait()
 	s.cleanup()
+	job.Stats.ran(job.Clock.Now().Sub(started), errors.Is(why, backend.ErrLost))
 	return statusCode(ws), why, nil
 }
 
@@ -188,7 +204,7 @@ func release(job Job, lease backend.Lease, lost bool, log *slog.Logger) {
 	err := lease.Release(ctx)
 	switch {
 	case err == nil:
-		log.Debug("lock released")
+		log.Debug("lock released", "event", EventReleased)
 	case errors.Is(err, backend.ErrLost) && lost:
 	case errors.Is(err, backend.ErrLost):
 		log.Warn("lock was lost by the time the command ended", "err", err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lockrun/lockrun/backend"
 	"github.com/lockrun/lockrun/internal/clock"
+	"golang.org/x/sys/unix"
 )
 
 // forwarded are the signals lockrun passes on to the command's process
@@ -66,7 +67,11 @@ func (s *supervisor) wait() (syscall.WaitStatus, error) {
 		case <-lostCh:
 			lostCh = nil
 			s.why = s.lossCause() // a loss outranks every other reason to stop
-			s.stop(s.loss.KillBy(), "lock lost: stopped the command")
+			if !s.stop(s.loss.KillBy(), "lock lost: stopped the command", "event", EventLost) {
+				// A stop under way kills sooner; the loss is still an event.
+				s.log.Error("lock lost while the command was being stopped", "event", EventLost, "pid", s.p.pid,
+					"reason", s.why.Error(), "kill_in", s.killAt.Sub(s.clock.Now()).Round(time.Millisecond))
+			}
 		case <-wdCh:
 			wdCh = nil
 			s.stopSoon(fmt.Errorf("%w (pid %d, %s)", ErrUnguarded, s.p.wd.Pid(), describe(s.p.wdStatus)), "the watchdog died: stopped the command")
@@ -96,12 +101,13 @@ func (s *supervisor) stopSoon(why error, msg string) {
 }
 
 // stop sends SIGTERM to everything the command started (once) and makes
-// killBy the kill deadline if it is sooner than the one set. Signals go
-// first, the log line after: a stderr that blocks must not delay them.
-func (s *supervisor) stop(killBy time.Time, msg string) {
+// killBy the kill deadline if it is sooner than the one set; it reports
+// whether it did, and logs msg with attrs if so. Signals go first, the log
+// line after: a stderr that blocks must not delay them.
+func (s *supervisor) stop(killBy time.Time, msg string, attrs ...any) bool {
 	first := s.killAt.IsZero()
 	if !first && !killBy.Before(s.killAt) {
-		return
+		return false
 	}
 	s.killAt = killBy
 	s.p.arm(killBy.Add(s.backstop)) // the watchdog, too, kills by the new deadline
@@ -110,7 +116,8 @@ func (s *supervisor) stop(killBy time.Time, msg string) {
 	}
 	s.stopKill()
 	s.killCh, s.stopKill = s.clock.At(killBy)
-	s.log.Error(msg, "pid", s.p.pid, "reason", s.why.Error(), "kill_in", killBy.Sub(s.clock.Now()).Round(time.Millisecond))
+	s.log.Error(msg, append(attrs, "pid", s.p.pid, "reason", s.why.Error(), "kill_in", killBy.Sub(s.clock.Now()).Round(time.Millisecond))...)
+	return true
 }
 
 // lossCause says why the lease is lost.
@@ -132,7 +139,7 @@ func (s *supervisor) reportCgroupKill(err error) {
 // describe says how a process ended.
 func describe(ws syscall.WaitStatus) string {
 	if ws.Signaled() {
-		return "killed by " + ws.Signal().String()
+		return "killed by " + unix.SignalName(ws.Signal()) // Signal().String() is "killed"
 	}
 	return fmt.Sprintf("exit status %d", ws.ExitStatus())
 }

@@ -300,7 +300,8 @@ func TestFileTrustDefaultDirectoryNeverMoves(t *testing.T) {
 	s, k := scratch(t), key(t)
 	j := a.start(nil, s+"/a", "run", k, "--", "sh", "-c", ": > "+s+"/a; exec sleep 60")
 	b.u.Sh("mkdir -p /run/lock/lockrun /var/lock/lockrun 2>/dev/null")
-	if r := (person{t: t}).run(nil, "status", k); r.Code != 0 {
+	// 1: free, in root's own directory (status answers held/free by its exit status).
+	if r := (person{t: t}).run(nil, "status", k); r.Code != 0 && r.Code != 1 {
 		t.Fatalf("root's status: exit %d, %s", r.Code, r.Stderr)
 	}
 	r := a.run(nil, "run", k, "--", "true")
@@ -405,8 +406,11 @@ func TestFileTrustStoredTextIsEscaped(t *testing.T) {
 	for _, args := range [][]string{{"status", k}, {"run", k, "--", "true"}} {
 		r := root.run(env, args...)
 		out := r.Stdout + r.Stderr
-		if strings.ContainsAny(out, "\x1b\x07") || strings.Count(out, "\n") != 1 || !strings.Contains(out, `evil\x1b]0;owned\x07`) {
-			t.Errorf("root's %s: %q; want one line with the holder escaped", args[0], out)
+		// status adds lines of its own (since, renewed); none may be the
+		// forged one.
+		if strings.ContainsAny(out, "\x1b\x07") || strings.Contains(out, "\nlockrun: all good") || strings.HasPrefix(out, "lockrun: all good") ||
+			!strings.Contains(out, `evil\x1b]0;owned\x07\x1b[2J\nlockrun: all good`) {
+			t.Errorf("root's %s: %q; want the holder escaped on its line, no forged line", args[0], out)
 		}
 	}
 }

@@ -39,8 +39,8 @@ func TestPostgresDownAtStartExits69Fast(t *testing.T) {
 
 func TestPostgresInitThenRunWithoutDDL(t *testing.T) {
 	noDDL := pgtest.WithParam(t, pgtest.Isolated(t, pgtest.Shared()), postgres.ParamCreateTable, "false")
-	if r := lockruntest.Run(t, withBackend(noDDL), "run", "k", "--", "true"); r.Code != 69 || !strings.Contains(r.Stderr, "lockrun init") {
-		t.Errorf("run before init: exit %d, %q; want 69 naming lockrun init", r.Code, r.Stderr)
+	if r := lockruntest.Run(t, withBackend(noDDL), "run", "k", "--", "true"); r.Code != 78 || !strings.Contains(r.Stderr, "lockrun init") {
+		t.Errorf("run before init: exit %d, %q; want 78 (EX_CONFIG) naming lockrun init", r.Code, r.Stderr)
 	}
 	for range 2 {
 		if r := lockruntest.Run(t, withBackend(noDDL), "init"); r.Code != 0 || !strings.Contains(r.Stdout, "ready") {

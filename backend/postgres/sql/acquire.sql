@@ -1,4 +1,5 @@
--- Takes key $1 for holder $2, run $3, for $4 microseconds when the row is
+-- Takes key $1 for holder $2, run $3, for $4 microseconds, recording the
+-- holder's info $5, when the row is
 -- new, free or expired by the server's clock, and issues the next fencing
 -- token in the same statement: one more than the last, and never less than
 -- the server's clock in microseconds, so that a restored backup or a
@@ -25,17 +26,22 @@
 WITH snapshot AS (
     SELECT token, holder, run_id, expires_at FROM {{table}} WHERE key = $1
 ), taken AS (
-    INSERT INTO {{table}} AS l (key, token, holder, run_id, expires_at)
+    INSERT INTO {{table}} AS l (key, token, holder, run_id, expires_at, granted_at, renewed_at, info, released_at)
     SELECT $1, greatest(1, (extract(epoch FROM now()) * 1000000)::bigint), $2, $3,
-           now() + $4::bigint * interval '1 microsecond'
+           now() + $4::bigint * interval '1 microsecond', now(), now(), $5, NULL
     WHERE NOT EXISTS (SELECT FROM snapshot WHERE expires_at > now() AND run_id <> $3)
     ON CONFLICT (key) DO UPDATE SET
         token      = CASE WHEN l.run_id = excluded.run_id AND l.expires_at > now() THEN l.token
                           ELSE greatest(l.token + 1, excluded.token) END,
         holder     = excluded.holder,
         run_id     = excluded.run_id,
-        expires_at = excluded.expires_at
-    WHERE l.expires_at <= now() OR l.run_id = excluded.run_id
+        expires_at = excluded.expires_at,
+        granted_at = CASE WHEN l.run_id = excluded.run_id AND l.expires_at > now() THEN l.granted_at
+                          ELSE excluded.granted_at END,
+        renewed_at = excluded.renewed_at,
+        info       = excluded.info,
+        released_at = NULL
+    WHERE l.expires_at <= now() OR (l.run_id = excluded.run_id AND l.released_at IS NULL)
     RETURNING token, holder, run_id, expires_at
 ), lock_row AS (
     SELECT *, true AS ours FROM taken

@@ -1,11 +1,13 @@
 -- Takes the lock when it is free, in one round trip.
--- KEYS: lock, token counter, waiters' queue (one hash tag: one slot).
+-- KEYS: lock, token counter, waiters' queue, holder's record (one hash
+--       tag: one slot).
 -- ARGV: ttl in ms, run id, holder, waiter id ('' when not queuing),
---       the waiter's place in the queue ('' the first time: now).
+--       the waiter's place in the queue ('' the first time: now), the
+--       holder's info (JSON).
 -- Returns {1, value, ttl, server time in us} when granted,
 --         {0, value, pttl, place} when held by someone else.
 
-local lock, counter, queue = KEYS[1], KEYS[2], KEYS[3]
+local lock, counter, queue, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local ttl, run, holder, waiter, place = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 
 local now = now_us()
@@ -13,8 +15,9 @@ local cur = redis.call('GET', lock)
 if cur then
   -- The same run holding it means our earlier grant's reply was lost and
   -- this is the caller's retry: hand the lease back instead of refusing.
-  if run ~= '' and string.match(cur, '^%d+ (%S*) ') == run then
+  if run ~= '' and string.match(cur, '^%d+ (%S*) ') == run and not redis.call('HGET', meta, 'released') then
     redis.call('PEXPIRE', lock, ttl)
+    redis.call('PEXPIRE', meta, ttl)
     return {1, cur, tonumber(ttl), now}
   end
   local pttl = redis.call('PTTL', lock)
@@ -43,6 +46,7 @@ if type(token) == 'table' then
 end
 local value = token .. ' ' .. run .. ' ' .. holder
 redis.call('SET', lock, value, 'PX', ttl)
+record(meta, value, ARGV[6], ttl)
 if waiter ~= '' then
   redis.call('ZREM', queue, waiter)
 end

@@ -69,3 +69,13 @@ local function wake_next(queue, channel_prefix)
     end
   end
 end
+
+-- record writes the holder's record beside a new lock value: the value it
+-- belongs to (a record of an older grant is ignored), the grant's and last
+-- renewal's server time in microseconds, and the holder's info.
+local function record(meta, value, info, ttl)
+  local now = int(now_us())
+  redis.call('DEL', meta)
+  redis.call('HSET', meta, 'value', value, 'since', now, 'renewed', now, 'info', info)
+  redis.call('PEXPIRE', meta, ttl)
+end

@@ -1,0 +1,96 @@
+package etcd
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/lockrun/lockrun/backend"
+)
+
+// mark records in e's entry when it began to hold the lock, for a waiter
+// whose entry was written long before its turn came. It adds "since" to
+// the entry's value and keeps every other field as written (a read, then
+// a write conditioned on the entry not having changed), sent after the
+// grant so that it costs the hand-off nothing; until it lands, status
+// shows the time the entry was queued. A mark that fails is only a less
+// exact status.
+func (b *Backend) mark(e entry) {
+	since := time.Now().UnixMicro()
+	ctx, cancel := b.bounded(context.Background())
+	defer cancel()
+	resp, err := b.cli.Get(ctx, e.name)
+	if err != nil || len(resp.Kvs) != 1 || resp.Kvs[0].CreateRevision != e.rev {
+		return
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(resp.Kvs[0].Value, &fields) != nil {
+		return
+	}
+	fields["since"], _ = json.Marshal(since)
+	val, err := json.Marshal(fields)
+	if err != nil {
+		return
+	}
+	_, _ = b.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(e.name), "=", resp.Kvs[0].ModRevision)).
+		Then(clientv3.OpPut(e.name, string(val), clientv3.WithIgnoreLease())).
+		Commit()
+}
+
+// addLeaseTime fills st's TTL and Renewed from the holder's lease: etcd
+// tells the TTL left and the TTL granted in whole seconds (the left one
+// rounded down), so Renewed is at most a second early, and never before
+// the grant.
+func (b *Backend) addLeaseTime(ctx context.Context, st *backend.Status, id clientv3.LeaseID) {
+	if id == clientv3.NoLease {
+		return
+	}
+	ttl, err := b.cli.TimeToLive(ctx, id)
+	if err != nil || ttl.TTL < 0 { // -1: expired meanwhile
+		return
+	}
+	st.TTL = time.Duration(ttl.TTL) * time.Second
+	st.Renewed = time.Now().Add(-time.Duration(ttl.GrantedTTL-ttl.TTL) * time.Second)
+	if st.Renewed.Before(st.Since) {
+		st.Renewed = st.Since
+	}
+}
+
+// List reports the held locks whose key starts with prefix, sorted by key:
+// one read of every entry under the prefix, then the holders' leases.
+func (b *Backend) List(ctx context.Context, prefix string) ([]backend.Status, error) {
+	if prefix != "" {
+		if err := backend.ValidateKey(prefix); err != nil {
+			return nil, err
+		}
+	}
+	rctx, cancel := b.bounded(ctx)
+	defer cancel()
+	resp, err := b.cli.Get(rctx, b.cfg.Prefix+prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+	if err != nil {
+		return nil, b.failed(ctx, "listing locks", prefix, err)
+	}
+	holders := map[string]int{} // lock key → index of its oldest entry
+	for i, kv := range resp.Kvs {
+		key, _, isEntry := strings.Cut(strings.TrimPrefix(string(kv.Key), b.cfg.Prefix), "/")
+		if !isEntry || backend.ValidateKey(key) != nil {
+			continue // a token counter, or not lockrun's
+		}
+		if j, ok := holders[key]; !ok || kv.CreateRevision < resp.Kvs[j].CreateRevision {
+			holders[key] = i
+		}
+	}
+	var held []backend.Status
+	for key, i := range holders {
+		st := b.status(key, resp.Kvs[i])
+		b.addLeaseTime(rctx, &st, clientv3.LeaseID(resp.Kvs[i].Lease))
+		held = append(held, st)
+	}
+	slices.SortFunc(held, func(a, b backend.Status) int { return strings.Compare(a.Key, b.Key) })
+	return held, nil
+}

@@ -1,0 +1,98 @@
+package redlock
+
+import (
+	"bytes"
+	"context"
+	_ "embed" // the script lives in lua/checkpoint.lua
+	"errors"
+	"fmt"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/lockrun/lockrun/backend"
+)
+
+var _ backend.Checkpointer = (*Backend)(nil)
+
+//go:embed lua/checkpoint.lua
+var checkpointLua string
+
+var checkpointScript = goredis.NewScript(checkpointLua)
+
+// checkpointKey holds "TOKEN VALUE" on each master, in the lock's slot.
+func (b *Backend) checkpointKey(key string) string { return b.prefix + "{" + key + "}:checkpoint" }
+
+// SetCheckpoint stores value on every master where the lock is held with
+// token (and no newer checkpoint is stored); it succeeds when a majority
+// stored it, and is refused (ErrLost) when too many masters refused for a
+// majority. A majority is needed because a later GetCheckpoint reads one:
+// any two majorities share a master.
+func (b *Backend) SetCheckpoint(ctx context.Context, key string, token backend.Token, value []byte) error {
+	if err := backend.ValidateCheckpoint(key, token, value); err != nil {
+		return err
+	}
+	keys := []string{b.names(key).lock, b.checkpointKey(key)}
+	rs := fanout(ctx, b.masters, func(ctx context.Context, m *master) (int64, error) {
+		return checkpointScript.Run(ctx, m.client, keys, token.String(), value).Int64()
+	}, func(rs []reply[int64]) bool { return b.settled(tally(rs, stored)) })
+	ayes, noes, _ := tally(rs, stored)
+	switch {
+	case ayes >= b.quorum:
+		return nil
+	case noes > len(b.masters)-b.quorum:
+		return fmt.Errorf("%w: checkpoint of %q refused: token %v is not the holder's on a majority", backend.ErrLost, key, token)
+	}
+	return b.noQuorum("writing the checkpoint of", key, answered(rs), errorsOf(rs))
+}
+
+func stored(n int64) bool { return n == 1 }
+
+// GetCheckpoint reads every master and returns the checkpoint of the
+// highest token among a majority's answers.
+func (b *Backend) GetCheckpoint(ctx context.Context, key string) (backend.Checkpoint, bool, error) {
+	if err := backend.ValidateKey(key); err != nil {
+		return backend.Checkpoint{}, false, err
+	}
+	rs := fanout(ctx, b.masters, func(ctx context.Context, m *master) ([]byte, error) {
+		v, err := m.client.Get(ctx, b.checkpointKey(key)).Bytes()
+		if errors.Is(err, goredis.Nil) {
+			return nil, nil
+		}
+		return v, err
+	}, nil)
+	if got := answered(rs); got < b.quorum {
+		return backend.Checkpoint{}, false, b.noQuorum("reading the checkpoint of", key, got, errorsOf(rs))
+	}
+	var best backend.Checkpoint
+	found := false
+	for _, r := range rs {
+		if r.err != nil || r.v == nil {
+			continue
+		}
+		tok, value, ok := bytes.Cut(r.v, []byte(" "))
+		t, err := parseToken(string(tok))
+		if !ok || err != nil {
+			return backend.Checkpoint{}, false, fmt.Errorf("%w: checkpoint of %q on %s", errMalformed, key, r.m.addr)
+		}
+		if !found || t > best.Token {
+			best, found = backend.Checkpoint{Value: value, Token: t}, true
+		}
+	}
+	return best, found, nil
+}
+
+// ClearCheckpoint deletes key's checkpoint on every master. Any master
+// not answering is an error: a copy left there would come back, as the
+// highest token read, once that master answers again.
+func (b *Backend) ClearCheckpoint(ctx context.Context, key string) error {
+	if err := backend.ValidateKey(key); err != nil {
+		return err
+	}
+	rs := fanout(ctx, b.masters, func(ctx context.Context, m *master) (int64, error) {
+		return m.client.Del(ctx, b.checkpointKey(key)).Result()
+	}, nil)
+	if got := answered(rs); got < len(b.masters) {
+		return b.noQuorum("clearing the checkpoint of", key, got, errorsOf(rs))
+	}
+	return nil
+}

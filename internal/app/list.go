@@ -1,0 +1,118 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/lockrun/lockrun/backend"
+)
+
+// lister is a backend that can list its held locks; every backend of
+// lockrun's is one.
+type lister interface {
+	List(ctx context.Context, prefix string) ([]backend.Status, error)
+}
+
+func listCommand(st *state) *cli.Command {
+	return &cli.Command{
+		Name:  "list",
+		Usage: "list the held locks, or those whose key starts with PREFIX",
+		UsageText: "lockrun list [flags] [PREFIX]\n\n" +
+			"   One line per held lock: key, holder, token, since when, time left, user.\n" +
+			"   Exit status 0, also when nothing is held.",
+		OnUsageError: onUsageError,
+		Flags: append(commonFlags("print errors only", adminVerbose),
+			&cli.BoolFlag{Name: "json", Usage: "print a JSON array of statuses, as status --json prints one"}),
+		Action: st.list,
+	}
+}
+
+func (st *state) list(c *cli.Context) error {
+	if _, err := st.logFrom(c); err != nil {
+		return err
+	}
+	if c.Args().Len() > 1 {
+		return usagef("want at most one PREFIX, got %d arguments", c.Args().Len())
+	}
+	prefix := c.Args().First()
+	if prefix != "" {
+		if err := backend.ValidateKey(prefix); err != nil {
+			return usageError{fmt.Errorf("PREFIX: %w", err)}
+		}
+	}
+	b, err := openBackend(c.Context, c.String("backend"))
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	l, ok := b.(lister)
+	if !ok {
+		return fmt.Errorf("%w: %s cannot list its locks", backend.ErrConfig, describeBackend(c.String("backend"), b))
+	}
+	held, err := l.List(c.Context, prefix)
+	if err != nil || st.quiet {
+		return err
+	}
+	if c.Bool("json") {
+		all := make([]map[string]any, 0, len(held))
+		for _, s := range held {
+			all = append(all, statusJSON(s))
+		}
+		return writeJSON(st.stdout, all)
+	}
+	return table(st.stdout, held, time.Now())
+}
+
+// table writes held as aligned columns, with a header.
+func table(w io.Writer, held []backend.Status, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tHOLDER\tTOKEN\tSINCE\tHELD FOR\tTTL LEFT\tUSER")
+	for _, s := range held {
+		since, heldFor := "-", "-"
+		if !s.Since.IsZero() {
+			since, heldFor = clock(s.Since, now), age(s.Since, now)
+		}
+		ttl := "-"
+		if s.TTL > 0 {
+			ttl = s.TTL.Round(time.Second).String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Key, dash(backend.Escape(s.Holder)), s.Token, since, heldFor, ttl, dash(backend.Escape(s.Info.User)))
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// statusJSON is a status as status --json and list --json print it: text
+// as stored (JSON escapes it), times in RFC 3339, durations in seconds.
+func statusJSON(s backend.Status) map[string]any {
+	m := map[string]any{
+		"key": s.Key, "held": s.Held, "holder": s.Holder, "run_id": s.RunID,
+		"token": uint64(s.Token), "ttl_ms": s.TTL.Milliseconds(), "ttl_s": s.TTL.Seconds(),
+	}
+	if !s.Since.IsZero() {
+		m["since"] = s.Since.UTC().Format(time.RFC3339Nano)
+	}
+	if !s.Renewed.IsZero() {
+		m["renewed"] = s.Renewed.UTC().Format(time.RFC3339Nano)
+	}
+	if s.Info != (backend.HolderInfo{}) {
+		m["info"] = s.Info
+	}
+	return m
+}
+
+func writeJSON(w io.Writer, v any) error {
+	return json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,211 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/lockrun/lockrun/backend"
+)
+
+// EnvControl names the unix socket on which a command asks its own lockrun
+// for its checkpoint and whether its token is still the holder's. The
+// socket is in a directory of its own, mode 0700, so only this user (and
+// root) can connect; the command needs no credentials of the backend.
+const EnvControl = "LOCKRUN_CONTROL"
+
+// Control requests and their answers: one JSON line each way per
+// connection.
+const (
+	OpCheckpointSet = "checkpoint-set"
+	OpCheckpointGet = "checkpoint-get"
+	OpFenceCheck    = "fence-check"
+)
+
+// Answer statuses.
+const (
+	StatusOK    = "ok"
+	StatusNone  = "none"  // no checkpoint stored
+	StatusLost  = "lost"  // the token is no longer the holder's: refused
+	StatusError = "error" // see Message and Kind
+)
+
+// Kinds of StatusError, which the CLI maps to its exit statuses.
+const (
+	KindUsage       = "usage"       // a bad request: too large, unknown, no checkpoints here
+	KindPermission  = "permission"  // backend.ErrPermission
+	KindConfig      = "config"      // backend.ErrConfig
+	KindUnavailable = "unavailable" // backend.ErrUnavailable
+	KindInternal    = "internal"    // anything else
+)
+
+// ControlRequest is what a command's lockrun sends.
+type ControlRequest struct {
+	Op    string `json:"op"`
+	Value []byte `json:"value,omitempty"`
+}
+
+// ControlAnswer is what the holding lockrun replies.
+type ControlAnswer struct {
+	Status  string `json:"status"`
+	Value   []byte `json:"value,omitempty"`
+	Token   string `json:"token,omitempty"` // of the holder that wrote the checkpoint
+	Message string `json:"message,omitempty"`
+	Kind    string `json:"kind,omitempty"` // for StatusError
+}
+
+// controlTimeout bounds one request, backend call included.
+const controlTimeout = 10 * time.Second
+
+// maxRequest bounds a request line: a checkpoint in base64 and some JSON.
+const maxRequest = backend.MaxCheckpoint*4/3 + 1024
+
+// inspector is the part of a backend the fence check needs; every backend
+// has it. Checkpoints need a backend.Checkpointer as well.
+type inspector interface {
+	Inspect(ctx context.Context, key string) (backend.Status, error)
+}
+
+// Ask sends one request to the lockrun listening at path.
+func Ask(ctx context.Context, path string, req ControlRequest) (ControlAnswer, error) {
+	var ans ControlAnswer
+	ctx, cancel := context.WithTimeout(ctx, controlTimeout+time.Second)
+	defer cancel()
+	conn, err := (&net.Dialer{}).DialContext(ctx, "unix", path)
+	if err != nil {
+		return ans, fmt.Errorf("%s=%s: %w", EnvControl, path, err)
+	}
+	defer conn.Close()
+	if d, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(d)
+	}
+	if err := json.NewEncoder(conn).Encode(req); err != nil {
+		return ans, fmt.Errorf("%s=%s: %w", EnvControl, path, err)
+	}
+	if err := json.NewDecoder(io.LimitReader(conn, maxRequest)).Decode(&ans); err != nil {
+		return ans, fmt.Errorf("%s=%s: no answer: %w", EnvControl, path, err)
+	}
+	return ans, nil
+}
+
+// control is the holder's end: it answers for one lease while the command
+// runs, and refuses everything once the lease is lost.
+type control struct {
+	key   string
+	token backend.Token
+	store inspector
+	dir   string
+	ln    net.Listener
+	log   *slog.Logger
+
+	ctx    context.Context // cancelled by close: requests in flight end
+	cancel context.CancelFunc
+	mu     sync.Mutex    // one backend call at a time, in order
+	lost   chan struct{} // closed when the lease is lost, or by close
+	once   sync.Once
+	wg     sync.WaitGroup
+}
+
+// wrappedLocker is a Locker in front of a backend (the CLI's wait
+// announcer): the command's requests go to the backend behind it, whose
+// Inspect and checkpoints the wrapper does not have.
+type wrappedLocker interface {
+	Unwrap() backend.Backend
+}
+
+// startControl listens for the command's requests, when the backend can
+// answer them (store is an inspector). It returns nil when it cannot: the
+// command then runs without EnvControl, and its requests fail.
+func startControl(job Job, lease backend.Lease, log *slog.Logger) *control {
+	var locker any = job.Locker
+	if w, ok := locker.(wrappedLocker); ok {
+		locker = w.Unwrap()
+	}
+	store, ok := locker.(inspector)
+	if !ok {
+		return nil
+	}
+	dir, err := os.MkdirTemp("", "lockrun-") // 0700
+	if err != nil {
+		log.Warn("no control socket for the command: checkpoints and fence checks will fail", "err", err)
+		return nil
+	}
+	ln, err := net.Listen("unix", filepath.Join(dir, "control"))
+	if err != nil {
+		os.RemoveAll(dir)
+		log.Warn("no control socket for the command: checkpoints and fence checks will fail", "err", err)
+		return nil
+	}
+	c := &control{key: job.Key, token: lease.Token(), store: store, dir: dir, ln: ln, log: log, lost: make(chan struct{})}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.wg.Go(c.serve)
+	return c
+}
+
+// vars adds EnvControl to the command's variables.
+func (c *control) vars(env map[string]string) map[string]string {
+	if c != nil {
+		env[EnvControl] = c.ln.Addr().String()
+	}
+	return env
+}
+
+// watch refuses every request from the moment lost is closed.
+func (c *control) watch(lost <-chan struct{}) {
+	if c == nil {
+		return
+	}
+	go func() {
+		select {
+		case <-lost:
+			c.once.Do(func() { close(c.lost) })
+		case <-c.ctx.Done():
+		}
+	}()
+}
+
+// close stops answering, ends the requests in flight, and removes the
+// socket's directory: nothing is written for this lease once the command
+// is gone and the lock is about to be released.
+func (c *control) close() {
+	if c == nil {
+		return
+	}
+	c.once.Do(func() { close(c.lost) })
+	c.cancel()
+	c.ln.Close()
+	c.wg.Wait()
+	os.RemoveAll(c.dir)
+}
+
+func (c *control) serve() {
+	for {
+		conn, err := c.ln.Accept()
+		if err != nil {
+			return // closed
+		}
+		c.wg.Go(func() { c.handle(conn) })
+	}
+}
+
+func (c *control) handle(conn net.Conn) {
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(controlTimeout))
+	var req ControlRequest
+	ans := ControlAnswer{Status: StatusError, Kind: KindUsage, Message: "malformed request"}
+	if err := json.NewDecoder(io.LimitReader(conn, maxRequest)).Decode(&req); err == nil {
+		ctx, cancel := context.WithTimeout(c.ctx, controlTimeout)
+		ans = c.answer(ctx, req)
+		cancel()
+	}
+	if err := json.NewEncoder(conn).Encode(ans); err != nil {
+		c.log.Debug("control: answer not delivered", "op", req.Op, "err", err)
+	}
+}

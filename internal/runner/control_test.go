@@ -1,0 +1,88 @@
+package runner
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/backend/file"
+)
+
+// controlOn takes key on a file backend in a fresh directory and serves
+// its control socket, closed when the test ends.
+func controlOn(t *testing.T) (*control, *file.Backend, backend.Lease) {
+	t.Helper()
+	b, err := file.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := b.Acquire(t.Context(), "k", backend.AcquireOptions{TTL: time.Second, Holder: "h", RunID: "r1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startControl(Job{Key: "k", Locker: b}, l, slog.New(slog.DiscardHandler))
+	if c == nil {
+		t.Fatal("no control socket")
+	}
+	t.Cleanup(c.close)
+	return c, b, l
+}
+
+func ask(t *testing.T, c *control, op string, value string) ControlAnswer {
+	t.Helper()
+	ans, err := Ask(t.Context(), c.ln.Addr().String(), ControlRequest{Op: op, Value: []byte(value)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ans
+}
+
+func TestControlAnswersForTheHolder(t *testing.T) {
+	c, _, l := controlOn(t)
+	if a := ask(t, c, OpCheckpointGet, ""); a.Status != StatusNone {
+		t.Errorf("get before set: %+v", a)
+	}
+	if a := ask(t, c, OpCheckpointSet, "batch 3"); a.Status != StatusOK {
+		t.Fatalf("set: %+v", a)
+	}
+	if a := ask(t, c, OpCheckpointGet, ""); a.Status != StatusOK || string(a.Value) != "batch 3" || a.Token != l.Token().String() {
+		t.Errorf("get: %+v", a)
+	}
+	if a := ask(t, c, OpFenceCheck, ""); a.Status != StatusOK {
+		t.Errorf("fence check: %+v", a)
+	}
+	if a := ask(t, c, "nonsense", ""); a.Status != StatusError || a.Kind != KindUsage {
+		t.Errorf("unknown request: %+v", a)
+	}
+}
+
+// The backend refuses on its own, before lockrun has noticed the loss.
+func TestControlRefusesOnceTheStoreSaysLost(t *testing.T) {
+	c, b, l := controlOn(t)
+	if err := b.ForceRelease(t.Context(), "k"); err != nil {
+		t.Fatal(err)
+	}
+	l.Release(t.Context())
+	for _, op := range []string{OpCheckpointSet, OpFenceCheck} {
+		if a := ask(t, c, op, "late"); a.Status != StatusLost {
+			t.Errorf("%s after the lock was broken: %+v, want lost", op, a)
+		}
+	}
+}
+
+func TestControlRefusesOnceTheLeaseIsLostLocally(t *testing.T) {
+	c, _, _ := controlOn(t)
+	lost := make(chan struct{})
+	c.watch(lost)
+	close(lost)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		a := ask(t, c, OpCheckpointSet, "late")
+		if a.Status == StatusLost {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("set after a local loss: %+v, want lost", a)
+		}
+	}
+}
