@@ -12,19 +12,22 @@ import (
 )
 
 // killTree kills the command's process group pgid, its cgroup and every
-// other descendant of lockrun, signals first and the /proc walk after.
+// other descendant of lockrun, signals first, on the watchdog's real-time
+// thread, and the /proc walk after, at normal priority.
 // pgid is 0 when lockrun was frozen or killed before it could say which
 // group is the command's (the command may run by then): the cgroup and
 // the walk of lockrun's descendants still find it.
 func killTree(pgid, lockrun int, cgroupDir string) {
 	if pgid != 0 {
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		hastenDeath(pgid) // a killed process still needs a core to exit
 		defer waitGroupGone(pgid)
 	}
 	if cgroupDir != "" {
 		killCgroup(cgroupDir)
 		defer removeCgroup(cgroupDir)
 	}
+	settle() // the signals are sent: what follows is no race
 	self := os.Getpid()
 	skip := func(pid int) bool { return pid == self }
 	for i := 0; i < 100 && procfs.SignalDescendants(lockrun, syscall.SIGKILL, skip) > 0; i++ {

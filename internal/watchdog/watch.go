@@ -41,6 +41,7 @@ func watch(in *os.File, lockrun int, cgroupDir string) error {
 	// Signals meant for the command or for lockrun must not end the one
 	// process that holds the deadline when lockrun cannot; nor may a
 	// stderr whose reader has gone.
+	raisePriority()
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE)
 	fd := int(in.Fd())
 	if err := unix.SetNonblock(fd, true); err != nil {
