@@ -34,8 +34,15 @@ const Subcommand = "watchdog"
 // Program is how to start a watchdog: a binary, and the arguments that
 // precede the protocol's own (lockrun's pid, the command's cgroup).
 type Program struct {
-	Path string
-	Args []string
+	Path  string
+	Args  []string
+	RunID string // the run's LOCKRUN_RUN_ID: what the watchdog kills carries it
+}
+
+// ForRun is p for the run whose LOCKRUN_RUN_ID is runID.
+func (p Program) ForRun(runID string) *Program {
+	p.RunID = runID
+	return &p
 }
 
 // Self is lockrun's own binary run as its watchdog.
