@@ -148,3 +148,24 @@ func (e *HeldError) Error() string {
 
 // Is makes errors.Is(err, ErrHeld) true.
 func (e *HeldError) Is(target error) bool { return target == ErrHeld }
+
+// GiveBacker is implemented by the leases of every backend that honours
+// AcquireOptions.MinHold.
+type GiveBacker interface {
+	// GiveBack frees the lock at once, minimum hold or not, if this lease
+	// still owns it: for a lease that was never used (its command did not
+	// start), whose minimum would only keep every other holder out of a
+	// schedule that nobody ran. It is owner-checked and atomic as Release
+	// is, and wakes the next waiter; a lost lease returns an error
+	// wrapping ErrLost.
+	GiveBack(ctx context.Context) error
+}
+
+// GiveBack frees l at once: through its GiveBack method, or through
+// Release on a lease that has none (it keeps no minimum hold).
+func GiveBack(ctx context.Context, l Lease) error {
+	if g, ok := l.(GiveBacker); ok {
+		return g.GiveBack(ctx)
+	}
+	return l.Release(ctx)
+}

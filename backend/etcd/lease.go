@@ -76,6 +76,12 @@ func (l *lease) Release(ctx context.Context) error {
 	if left := time.Until(l.e.start.Add(l.minHold)); left > 0 {
 		return l.holdOn(ctx, left)
 	}
+	return l.GiveBack(ctx)
+}
+
+// GiveBack revokes the lease at once, minimum hold or not, as Release does
+// once the minimum is over.
+func (l *lease) GiveBack(ctx context.Context) error {
 	rctx, cancel := l.b.bounded(ctx)
 	defer cancel()
 	resp, err := l.b.cli.Get(rctx, l.e.name, clientv3.WithSerializable())

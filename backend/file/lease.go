@@ -104,7 +104,28 @@ func (l *lease) Files() []*os.File {
 func (l *lease) Release(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.unlock(l.check())
+}
+
+// GiveBack drops the flock with no min-hold after it: the run revokes its
+// own record first (as ForceRelease does), under the flock and only while
+// the lease is still ours, so that the hold recorded at the grant no
+// longer keeps the key taken.
+func (l *lease) GiveBack(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	err := l.check()
+	if err == nil && l.rec.HoldUntil > 0 {
+		if werr := writeRevoked(l.f, l.rec.RunID); werr != nil {
+			err = fmt.Errorf("%w: giving back %s: %w", backend.ErrUnavailable, l.path, werr)
+		}
+	}
+	return l.unlock(err)
+}
+
+// unlock drops the flock and stops the watch, and returns err. Callers
+// hold l.mu.
+func (l *lease) unlock(err error) error {
 	if l.f != nil {
 		_ = syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
 		_ = l.f.Close()

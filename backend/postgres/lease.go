@@ -45,7 +45,16 @@ func (l *lease) Renew(ctx context.Context) error {
 // Release frees the lock if this run still holds it and wakes the key's
 // waiters in the same statement; see sql/release.sql.
 func (l *lease) Release(ctx context.Context) error {
-	return l.owned(ctx, "releasing", l.b.sql.release, l.key, l.runID, l.token, channel(l.b.table, l.key), l.minHold.Microseconds())
+	return l.release(ctx, l.minHold)
+}
+
+// GiveBack frees the lock at once, minimum hold or not, if this run still
+// holds it, and wakes the key's waiters.
+func (l *lease) GiveBack(ctx context.Context) error { return l.release(ctx, 0) }
+
+// release runs sql/release.sql with a minimum hold of hold (0: none).
+func (l *lease) release(ctx context.Context, hold time.Duration) error {
+	return l.owned(ctx, "releasing", l.b.sql.release, l.key, l.runID, l.token, channel(l.b.table, l.key), hold.Microseconds())
 }
 
 // owned runs an owner-checked statement: no row touched, or no table at

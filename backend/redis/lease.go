@@ -63,6 +63,15 @@ func (l *lease) Release(ctx context.Context) error {
 	if l.minHold > 0 {
 		hold = millis(l.minHold)
 	}
+	return l.release(ctx, hold)
+}
+
+// GiveBack deletes the lock at once, minimum hold or not, if it still
+// holds this lease's value, and wakes the next waiter.
+func (l *lease) GiveBack(ctx context.Context) error { return l.release(ctx, 0) }
+
+// release runs release.lua with a minimum hold of hold ms (0: none).
+func (l *lease) release(ctx context.Context, hold int64) error {
 	keys := []string{l.names.lock, l.names.queue, l.names.meta}
 	n, err := l.b.scripts.release.Run(ctx, l.b.client, keys, l.value, l.names.wake, hold).Int()
 	if err != nil {

@@ -58,6 +58,17 @@ func (l *lease) Release(ctx context.Context) error {
 	if left := l.minHold - time.Since(l.granted); left > 0 {
 		keep = millis(left)
 	}
+	return l.release(ctx, keep)
+}
+
+// GiveBack gives the lock up at once, minimum hold or not, on every master
+// that holds this lease's value, and wakes the next waiter. Its errors
+// are Renew's.
+func (l *lease) GiveBack(ctx context.Context) error { return l.release(ctx, 0) }
+
+// release runs release.lua on every master, leaving the lock to expire in
+// keep ms (0: now).
+func (l *lease) release(ctx context.Context, keep int64) error {
 	rs := l.b.releaseOn(ctx, l.b.masters, l.names, l.value, keep, l.ttl, l.landed, func(rs []reply[int64]) bool {
 		return l.b.settled(tally(rs, ours))
 	})

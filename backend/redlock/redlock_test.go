@@ -76,3 +76,15 @@ func TestConformance(t *testing.T) {
 		})
 	}
 }
+
+func TestOperators(t *testing.T) {
+	for _, n := range []int{3, 5} {
+		t.Run(fmt.Sprintf("%d-masters", n), func(t *testing.T) {
+			raw := urlOf(masters(t, n))
+			backendtest.RunOperators(t, backendtest.Operators{Harness: backendtest.Harness{
+				Open: func(t *testing.T) backend.Backend { return open(t, raw) },
+				TTL:  time.Second,
+			}})
+		})
+	}
+}

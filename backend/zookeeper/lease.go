@@ -123,6 +123,16 @@ func (l *lease) Renew(ctx context.Context) error {
 // writes the hold into the key's record, so that the key stays taken
 // until the grant plus the min-hold with no moment free in between.
 func (l *lease) Release(ctx context.Context) error {
+	return l.release(ctx, l.minHold)
+}
+
+// GiveBack deletes the holder's node, checked against our version, with
+// no minimum hold after it, and ends the session.
+func (l *lease) GiveBack(ctx context.Context) error { return l.release(ctx, 0) }
+
+// release deletes the holder's node and, while hold after the grant has
+// not passed, writes that hold into the key's record in the same multi.
+func (l *lease) release(ctx context.Context, hold time.Duration) error {
 	defer l.b.untrack(l.s)
 	if l.s.lost() {
 		return l.b.lost(l.key, "released after the ZooKeeper session expired")
@@ -130,7 +140,7 @@ func (l *lease) Release(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ops := []any{&zk.DeleteRequest{Path: l.node, Version: l.version}}
-	if until := micros(l.rec.Since).Add(l.minHold); l.minHold > 0 && time.Now().Before(until) {
+	if until := micros(l.rec.Since).Add(hold); hold > 0 && time.Now().Before(until) {
 		st := state{Token: l.rec.Token, HoldUntil: until.UnixMicro(), Holder: l.rec.Holder, RunID: l.rec.RunID, Info: l.rec.Info, Since: l.rec.Since}
 		ops = append(ops, &zk.SetDataRequest{Path: l.b.statePath(l.key), Data: encode(st), Version: -1})
 	}

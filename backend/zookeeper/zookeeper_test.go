@@ -78,3 +78,11 @@ func mustURL(t testing.TB, raw string) *url.URL {
 	}
 	return u
 }
+
+func TestOperators(t *testing.T) {
+	srv := zktest.Start(t)
+	backendtest.RunOperators(t, backendtest.Operators{Harness: backendtest.Harness{
+		Open: func(t *testing.T) backend.Backend { return openTest(t, zktest.URL(srv.Addr())) },
+		TTL:  time.Second,
+	}})
+}

@@ -395,7 +395,9 @@ func (s *suite) renewExtends(t *testing.T) {
 		last = sent
 	}
 	s.heldUntil(t, key, l.Start().Add(2*s.h.TTL), renew)
-	if last.IsZero() || time.Since(last) > s.h.TTL/2 {
+	// The last renewal came within a heartbeat (TTL/3) and a probe's
+	// sleep of the end; a loaded host may add a little to that.
+	if last.IsZero() || time.Since(last) > s.h.TTL*3/4 {
 		t.Fatalf("renewals stopped early (last %v ago)", time.Since(last))
 	}
 	release(t, l)

@@ -40,6 +40,7 @@ func RunOperators(t *testing.T, h Operators) {
 	t.Run("MinHoldOutlivesRelease", s.minHoldOutlivesRelease)
 	t.Run("MinHoldOverIsReleasedAtOnce", s.minHoldOverIsReleasedAtOnce)
 	t.Run("MinHoldWaiterGetsItAfter", s.minHoldWaiterGetsItAfter)
+	t.Run("MinHoldGivenBackIsFreeAtOnce", s.minHoldGivenBack)
 }
 
 type opSuite struct {
@@ -260,5 +261,34 @@ func (s *opSuite) minHoldWaiterGetsItAfter(t *testing.T) {
 	}
 	if late := time.Since(end); late > s.o.ExpiryResolution+time.Second {
 		t.Errorf("the waiter got the lock %v after the minimum hold ended", late)
+	}
+}
+
+// minHoldGivenBack: a lease given back (its command never started) keeps
+// no minimum hold: the next host takes the lock at once.
+func (s *opSuite) minHoldGivenBack(t *testing.T) {
+	b, key := s.open(t), Key(t)
+	o := s.opts("host-a")
+	o.MinHold = time.Minute
+	l := MustAcquire(t, b, key, o)
+	if _, ok := l.(backend.GiveBacker); !ok {
+		t.Fatalf("%T honours MinHold but has no GiveBack method", l)
+	}
+	if err := backend.GiveBack(t.Context(), l); err != nil {
+		t.Fatalf("GiveBack = %v", err)
+	}
+	if st, err := b.Inspect(t.Context(), key); err != nil || st.Held {
+		t.Errorf("after GiveBack within the minimum hold, Inspect = %+v, %v; want free", st, err)
+	}
+	if err := l.Renew(t.Context()); !errors.Is(err, backend.ErrLost) {
+		t.Errorf("Renew after GiveBack = %v, want ErrLost", err)
+	}
+	next, err := s.open(t).Acquire(t.Context(), key, s.opts("host-b"))
+	if err != nil {
+		t.Fatalf("host-b's Acquire right after a GiveBack = %v, want the lock", err)
+	}
+	defer release(t, next)
+	if next.Token() <= l.Token() {
+		t.Errorf("token %d after %d", next.Token(), l.Token())
 	}
 }

@@ -119,11 +119,13 @@ func acquireError(job Job, err error) error {
 	return err
 }
 
-// giveBack releases a lease that will not be used, even when ctx is over.
+// giveBack frees a lease that will not be used at once, minimum hold or
+// not (nobody ran the schedule it would keep others out of), even when
+// ctx is over.
 func giveBack(ctx context.Context, lease backend.Lease) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	_ = lease.Release(rctx)
+	_ = backend.GiveBack(rctx, lease)
 }
 
 // watchSignals calls onSignal for the first signal from sigs, until the

@@ -121,8 +121,9 @@ type wrappedLocker interface {
 }
 
 // startControl listens for the command's requests, when the backend can
-// answer them (store is an inspector). It returns nil when it cannot: the
-// command then runs without EnvControl, and its requests fail.
+// answer them (job.Locker, or the backend it wraps, is an inspector). It
+// returns nil when it cannot: the command then runs without EnvControl, and
+// its requests fail.
 func startControl(job Job, lease backend.Lease, log *slog.Logger) *control {
 	var locker any = job.Locker
 	if w, ok := locker.(wrappedLocker); ok {

@@ -94,7 +94,9 @@ func Run(ctx context.Context, job Job) error {
 	if err == nil {
 		log.Debug("command exited", "event", EventExited, "status", status, "lost", lost)
 	}
-	release(job, g.lease, lost, log)
+	// Only a command that did not start makes runCommand fail: its lease
+	// is given back, free at once whatever its minimum hold.
+	release(job, g.lease, endOf(err != nil, lost), log)
 	<-proc.reaped // the watchdog and the cgroup go after the lock, off the hand-off path
 	switch {
 	case err != nil:
@@ -192,23 +194,49 @@ func lockFiles(lease backend.Lease) []*os.File {
 // release gives the lock back, with its own deadline since the run's
 // context may be over. Failing to release is logged, not fatal: the lease
 // expires on its own within its TTL.
-func release(job Job, lease backend.Lease, lost bool, log *slog.Logger) {
+func release(job Job, lease backend.Lease, end ending, log *slog.Logger) {
 	// A lost lease is given back on a short deadline: the backend is likely
 	// unreachable, and the lease expires by itself anyway.
 	limit := min(job.Policy.TTL, 10*time.Second)
-	if lost {
+	if end == endLost {
 		limit = min(job.Policy.TTL/4, time.Second)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	err := lease.Release(ctx)
+	var err error
+	if end == endUnused {
+		err = backend.GiveBack(ctx, lease)
+	} else {
+		err = lease.Release(ctx)
+	}
 	switch {
 	case err == nil:
 		log.Debug("lock released", "event", EventReleased)
-	case errors.Is(err, backend.ErrLost) && lost:
+	case errors.Is(err, backend.ErrLost) && end == endLost:
 	case errors.Is(err, backend.ErrLost):
 		log.Warn("lock was lost by the time the command ended", "err", err)
 	default:
 		log.Warn("could not release the lock; it expires by itself", "ttl", lease.TTL(), "err", err)
 	}
+}
+
+// ending is how a run's lease ends.
+type ending int
+
+const (
+	endRan    ending = iota // the command ran: Release, minimum hold and all
+	endLost                 // the lease was lost while the command ran
+	endUnused               // the command never started: GiveBack, free at once
+)
+
+// endOf is the ending of a run whose command did not start (unused) or
+// whose lease was lost.
+func endOf(unused, lost bool) ending {
+	switch {
+	case unused:
+		return endUnused
+	case lost:
+		return endLost
+	}
+	return endRan
 }

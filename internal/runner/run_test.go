@@ -146,10 +146,19 @@ func TestErrLostStopsTheCommandAtOnce(t *testing.T) {
 	store := memory.New()
 	store.FailRenewals(func(context.Context) error { return backend.ErrLost })
 	job := testJob(t, store, "sleep 10")
+	// A 6 s lease: its first renewal (2 s) and its term deadline (about
+	// 5 s) are far enough apart that a loaded host cannot blur "at once"
+	// into "at the deadline".
+	p, err := heartbeat.NewPolicy(6 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job.Policy, job.Acquire.TTL = p, p.TTL
 	begin := time.Now()
 	wantExit(t, Run(t.Context(), job), backend.ErrLost)
-	if took, first := time.Since(begin), job.Policy.Interval; took > first+200*time.Millisecond {
-		t.Errorf("command stopped %v after the start; the first renewal said lost at %v", took, first)
+	if took, first := time.Since(begin), job.Policy.Interval; took > first+time.Second {
+		t.Errorf("command stopped %v after the start; the first renewal said lost at %v, the term deadline is %v",
+			took, first, job.Policy.TermAt(begin).Sub(begin))
 	}
 }
 

@@ -49,7 +49,7 @@ func state(pid int) string {
 // (letters of /proc/pid/stat; "-" stands for a process that is gone).
 func waitState(t *testing.T, pid int, want string) {
 	t.Helper()
-	for deadline := time.Now().Add(time.Second); ; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
 		st := state(pid)
 		if st == "" {
 			st = "-"

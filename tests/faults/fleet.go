@@ -154,12 +154,12 @@ func (f *Fleet) read(a *Attempt, r io.Reader) {
 	for sc.Scan() {
 		line := sc.Text()
 		var rec struct {
-			Time   time.Time     `json:"time"`
-			Level  string        `json:"level"`
-			Msg    string        `json:"msg"`
-			Token  string        `json:"token"`
-			Took   time.Duration `json:"took"`
-			KillBy time.Duration `json:"kill_by"`
+			Time   time.Time `json:"time"`
+			Level  string    `json:"level"`
+			Msg    string    `json:"msg"`
+			Token  string    `json:"token"`
+			Took   float64   `json:"took"`    // seconds
+			KillBy float64   `json:"kill_by"` // seconds
 		}
 		if json.Unmarshal([]byte(line), &rec) != nil {
 			f.note(a, line)
@@ -171,17 +171,20 @@ func (f *Fleet) read(a *Attempt, r io.Reader) {
 			f.Oracle.Granted(tok)
 			p, _ := heartbeat.NewPolicy(f.TTL)
 			f.mu.Lock()
-			a.Token, a.Acquired, a.KillBy = tok, rec.Time, p.KillAt(rec.Time.Add(-rec.Took))
+			a.Token, a.Acquired, a.KillBy = tok, rec.Time, p.KillAt(rec.Time.Add(-seconds(rec.Took)))
 			f.mu.Unlock()
 		case rec.Msg == "lease renewed":
 			f.mu.Lock()
-			a.KillBy = rec.Time.Add(rec.KillBy)
+			a.KillBy = rec.Time.Add(seconds(rec.KillBy))
 			f.mu.Unlock()
 		case rec.Level != "DEBUG" || strings.Contains(line, "too late to run"):
 			f.note(a, line)
 		}
 	}
 }
+
+// seconds is a duration of lockrun's JSON log, which gives them in seconds.
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 func (f *Fleet) note(a *Attempt, line string) {
 	f.mu.Lock()

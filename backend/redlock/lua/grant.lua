@@ -33,6 +33,8 @@ if cur ~= value then
 end
 redis.call('SET', lock, value, 'PX', px)
 local now = int(now_us())
+-- A new grant starts a new record: no earlier lease's release mark.
+redis.call('DEL', record)
 redis.call('HSET', record, 'since', now, 'renewed', now, 'info', info)
 redis.call('PEXPIRE', record, px)
 if waiter ~= '' then

@@ -1,14 +1,18 @@
--- Gives the lock up on one master only while it holds this lease's value:
--- at once, waking the next waiter, or, for a minimum hold, when keep ms
--- have passed, on the master's own expiry.
+-- Gives the lock up on one master only while it holds this lease's value
+-- and was not already released into its minimum hold: at once, waking
+-- the next waiter, or, for a minimum hold, when keep ms have passed, on
+-- the master's own expiry.
 -- KEYS: lock, waiters' queue, holder record.
 -- ARGV: value, waiters' channel prefix, keep in ms (0: now).
 -- Returns 1 when released (or left to expire), 0 when not ours there.
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+if redis.call('GET', KEYS[1]) ~= ARGV[1] or redis.call('HGET', KEYS[3], 'released') == ARGV[1] then
   return 0
 end
 local keep = tonumber(ARGV[3])
 if keep > 0 then
+  -- The mark ends the lease here: it can no longer renew or release, and
+  -- the lock stays taken only until the master expires it.
+  redis.call('HSET', KEYS[3], 'released', ARGV[1])
   redis.call('PEXPIRE', KEYS[1], keep)
   redis.call('PEXPIRE', KEYS[3], keep)
   return 1
