@@ -120,10 +120,10 @@ func (st *state) run(c *cli.Context) error {
 	if err := checkMetricsFile(c.String("metrics-file")); err != nil {
 		return err
 	}
-	raw := c.String("backend")
+	raw, runID := c.String("backend"), rand.Text()
 	job := runner.Job{
 		Key: key,
-		Acquire: backend.AcquireOptions{TTL: policy.TTL, Holder: holder, RunID: rand.Text(), Wait: c.Bool("wait") || timeout > 0,
+		Acquire: backend.AcquireOptions{TTL: policy.TTL, Holder: holder, RunID: runID, Wait: c.Bool("wait") || timeout > 0,
 			MinHold: minHold, Info: holderInfo(argv, os.Getenv)},
 		Policy:   policy,
 		Timeout:  timeout,
@@ -131,7 +131,7 @@ func (st *state) run(c *cli.Context) error {
 		Path:     path,
 		Args:     argv,
 		Stdio:    [3]*os.File{st.stdin, st.stdout, st.stderr},
-		Watchdog: &watchdog.Self,
+		Watchdog: watchdog.Self.ForRun(runID),
 		Log:      log.With("key", key),
 		FailOpen: c.Bool("fail-open"),
 		Stats:    &runner.Stats{},

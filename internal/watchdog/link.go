@@ -45,7 +45,7 @@ func Start(p Program, cgroupDir string) (*Link, error) {
 	}
 	defer null.Close()
 	proc, err := os.StartProcess(p.Path, p.argv(os.Getpid(), cgroupDir), &os.ProcAttr{
-		Env:   []string{},
+		Env:   []string{envRunID + "=" + p.RunID},
 		Files: []*os.File{theirs, null, os.Stderr},
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	})

@@ -8,7 +8,9 @@
 // (Started), and moves the deadline on every renewal (Arm). The watchdog
 // (Main) SIGKILLs the command's process group, its cgroup and lockrun's
 // other descendants when the deadline passes without a newer one, or at
-// once when its socket closes because lockrun died. A deadline that passes
+// once when its socket closes because lockrun died; without a cgroup also
+// what it saw of lockrun's tree at the last deadline message, and what
+// carries the run's LOCKRUN_RUN_ID (see escape.go). A deadline that passes
 // before lockrun said the command started means lockrun was frozen between
 // the grant and the exec: the watchdog then kills lockrun too, so that it
 // can never start the command late. lockrun stops the watchdog once the
@@ -34,8 +36,15 @@ const Subcommand = "watchdog"
 // Program is how to start a watchdog: a binary, and the arguments that
 // precede the protocol's own (lockrun's pid, the command's cgroup).
 type Program struct {
-	Path string
-	Args []string
+	Path  string
+	Args  []string
+	RunID string // the run's LOCKRUN_RUN_ID: what the watchdog kills carries it
+}
+
+// ForRun is p for the run whose LOCKRUN_RUN_ID is runID.
+func (p Program) ForRun(runID string) *Program {
+	p.RunID = runID
+	return &p
 }
 
 // Self is lockrun's own binary run as its watchdog.

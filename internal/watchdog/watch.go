@@ -51,7 +51,7 @@ func watch(in *os.File, lockrun int, cgroupDir string) error {
 	if err != nil {
 		return err
 	}
-	w := state{lockrun: lockrun, cgroupDir: cgroupDir, pidfd: -1}
+	w := state{lockrun: lockrun, cgroupDir: cgroupDir, pidfd: -1, runID: os.Getenv(envRunID)}
 	if pfd, err := unix.PidfdOpen(lockrun, 0); err == nil {
 		w.pidfd = pfd // pins lockrun: a kill cannot reach a reused pid
 	}
@@ -66,6 +66,8 @@ type state struct {
 	pgid      int   // the command's process group; 0 until told
 	deadline  int64 // CLOCK_BOOTTIME ns; 0 until armed
 	held      []int // the lock's files: open until this process exits
+	runID     string
+	seen      tree // lockrun's tree at the last deadline, without a cgroup
 }
 
 func (w *state) loop(fd int, timer *clock.Timerfd) error {
@@ -120,6 +122,9 @@ func (w *state) read(packet []byte) {
 			w.deadline = v
 		}
 	}
+	if w.cgroupDir == "" {
+		w.seen = refresh(w.lockrun)
+	}
 }
 
 // expire acts on a deadline that passed. Before lockrun said the command
@@ -172,7 +177,13 @@ func (w *state) signalLockrun(sig unix.Signal) {
 // kill kills the command and what it started (see killTree), then says
 // why: a stderr that blocks must not delay the kill.
 func (w *state) kill(why string) {
+	if w.cgroupDir == "" {
+		w.seen.kill()
+	}
 	killTree(w.pgid, w.lockrun, w.cgroupDir)
+	if w.cgroupDir == "" {
+		killByRunID(w.runID)
+	}
 	say("lockrun: watchdog: " + why + ": killed the command")
 }
 
