@@ -100,7 +100,6 @@ func identify(t testing.TB, pid int) procfs.Identity {
 	return id
 }
 
-func alive(pid int) bool { _, _, ok := procfs.Identify(pid); return ok }
 
 // The refresh runs on every deadline message: its cost with a few and with
 // many processes in lockrun's tree.
