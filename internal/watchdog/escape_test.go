@@ -100,7 +100,6 @@ func identify(t testing.TB, pid int) procfs.Identity {
 	return id
 }
 
-
 // The refresh runs on every deadline message: its cost with a few and with
 // many processes in lockrun's tree.
 func BenchmarkRefresh(b *testing.B) {
