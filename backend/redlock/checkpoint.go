@@ -6,6 +6,8 @@ import (
 	_ "embed" // the script lives in lua/checkpoint.lua
 	"errors"
 	"fmt"
+	"strconv"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -32,8 +34,9 @@ func (b *Backend) SetCheckpoint(ctx context.Context, key string, token backend.T
 		return err
 	}
 	keys := []string{b.names(key).lock, b.checkpointKey(key)}
+	seq := strconv.FormatInt(b.checkpointSeq(), 10)
 	rs := fanout(ctx, b.masters, func(ctx context.Context, m *master) (int64, error) {
-		return checkpointScript.Run(ctx, m.client, keys, token.String(), value).Int64()
+		return checkpointScript.Run(ctx, m.client, keys, token.String(), seq, value).Int64()
 	}, func(rs []reply[int64]) bool { return b.settled(tally(rs, stored)) })
 	ayes, noes, _ := tally(rs, stored)
 	switch {
@@ -47,8 +50,23 @@ func (b *Backend) SetCheckpoint(ctx context.Context, key string, token backend.T
 
 func stored(n int64) bool { return n == 1 }
 
-// GetCheckpoint reads every master and returns the checkpoint of the
-// highest token among a majority's answers.
+// checkpointSeq orders one holder's checkpoints: a master that missed the
+// latest write (a majority had answered without it) keeps an older value
+// under the same token, and a read must not return it. The clock in
+// nanoseconds, made strictly increasing within this process, through
+// which all of a holder's writes go.
+func (b *Backend) checkpointSeq() int64 {
+	for {
+		last, now := b.lastSeq.Load(), time.Now().UnixNano()
+		next := max(now, last+1)
+		if b.lastSeq.CompareAndSwap(last, next) {
+			return next
+		}
+	}
+}
+
+// GetCheckpoint reads every master and returns the latest checkpoint
+// (highest token, then highest seq) among a majority's answers.
 func (b *Backend) GetCheckpoint(ctx context.Context, key string) (backend.Checkpoint, bool, error) {
 	if err := backend.ValidateKey(key); err != nil {
 		return backend.Checkpoint{}, false, err
@@ -64,18 +82,23 @@ func (b *Backend) GetCheckpoint(ctx context.Context, key string) (backend.Checkp
 		return backend.Checkpoint{}, false, b.noQuorum("reading the checkpoint of", key, got, errorsOf(rs))
 	}
 	var best backend.Checkpoint
+	var bestSeq uint64
 	found := false
 	for _, r := range rs {
 		if r.err != nil || r.v == nil {
 			continue
 		}
-		tok, value, ok := bytes.Cut(r.v, []byte(" "))
-		t, err := parseToken(string(tok))
-		if !ok || err != nil {
+		parts := bytes.SplitN(r.v, []byte(" "), 3)
+		if len(parts) != 3 {
 			return backend.Checkpoint{}, false, fmt.Errorf("%w: checkpoint of %q on %s", errMalformed, key, r.m.addr)
 		}
-		if !found || t > best.Token {
-			best, found = backend.Checkpoint{Value: value, Token: t}, true
+		t, err := parseToken(string(parts[0]))
+		seq, serr := strconv.ParseUint(string(parts[1]), 10, 64)
+		if err != nil || serr != nil {
+			return backend.Checkpoint{}, false, fmt.Errorf("%w: checkpoint of %q on %s", errMalformed, key, r.m.addr)
+		}
+		if !found || t > best.Token || t == best.Token && seq > bestSeq {
+			best, bestSeq, found = backend.Checkpoint{Value: parts[2], Token: t}, seq, true
 		}
 	}
 	return best, found, nil

@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -43,6 +44,7 @@ type Backend struct {
 	url     string           // redacted, for messages
 	prefix  string
 	scripts scripts
+	lastSeq atomic.Int64 // the last checkpoint's seq (see checkpointSeq)
 }
 
 // master is one Redis server of the set.
