@@ -1,9 +1,7 @@
 package redis
 
 import (
-	"context"
 	"errors"
-	"net/url"
 	"testing"
 	"time"
 
@@ -17,21 +15,12 @@ import (
 // open returns a backend on rawURL, closed when the test ends.
 func open(t testing.TB, rawURL string) *Backend {
 	t.Helper()
-	b, err := tryOpen(rawURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	return b
+	return backendtest.OpenURL(t, rawURL, OpenURL)
 }
 
 // tryOpen opens rawURL; the caller closes the backend.
 func tryOpen(rawURL string) (*Backend, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return nil, err
-	}
-	return OpenURL(context.Background(), u)
+	return backendtest.TryOpenURL(rawURL, OpenURL)
 }
 
 // direct is a plain client of srv, to look at and tamper with the keys.

@@ -1,9 +1,7 @@
 package redlock
 
 import (
-	"context"
 	"fmt"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -37,21 +35,12 @@ func urlOf(servers []*redistest.Server) string {
 // open returns a backend on rawURL, closed when the test ends.
 func open(t testing.TB, rawURL string) *Backend {
 	t.Helper()
-	b, err := tryOpen(rawURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	return b
+	return backendtest.OpenURL(t, rawURL, OpenURL)
 }
 
 // tryOpen opens rawURL; the caller closes the backend.
 func tryOpen(rawURL string) (*Backend, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return nil, err
-	}
-	return OpenURL(context.Background(), u)
+	return backendtest.TryOpenURL(rawURL, OpenURL)
 }
 
 // direct is a plain client of srv, to look at and tamper with the keys.
