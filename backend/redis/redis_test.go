@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/lockrun/lockrun/backend"
 	"github.com/lockrun/lockrun/internal/backendtest"
 	"github.com/lockrun/lockrun/internal/redistest"
@@ -21,13 +19,6 @@ func open(t testing.TB, rawURL string) *Backend {
 // tryOpen opens rawURL; the caller closes the backend.
 func tryOpen(rawURL string) (*Backend, error) {
 	return backendtest.TryOpenURL(rawURL, OpenURL)
-}
-
-// direct is a plain client of srv, to look at and tamper with the keys.
-func direct(t testing.TB, srv *redistest.Server) *goredis.Client {
-	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { c.Close() })
-	return c
 }
 
 func opts(holder string, ttl time.Duration) backend.AcquireOptions {
@@ -64,7 +55,7 @@ func TestTokensGrowAcrossDataLoss(t *testing.T) {
 	}
 	acquire("first grant")
 	acquire("second grant")
-	if err := direct(t, srv).FlushAll(t.Context()).Err(); err != nil {
+	if err := srv.Client(t).FlushAll(t.Context()).Err(); err != nil {
 		t.Fatal(err)
 	}
 	acquire("after FLUSHALL")
@@ -76,7 +67,7 @@ func TestTokensGrowAcrossDataLoss(t *testing.T) {
 // or deleted by a lease that no longer owns it.
 func TestForeignValueIsNeverRenewedOrDeleted(t *testing.T) {
 	srv := redistest.Start(t)
-	b, c := open(t, srv.URL()), direct(t, srv)
+	b, c := open(t, srv.URL()), srv.Client(t)
 	l := backendtest.MustAcquire(t, b, "k", opts("h", time.Minute))
 	lock := b.names("k").lock
 	const foreign = "99 other-run someone-else"

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/lockrun/lockrun/backend"
 	"github.com/lockrun/lockrun/internal/backendtest"
 	"github.com/lockrun/lockrun/internal/redistest"
@@ -41,13 +39,6 @@ func open(t testing.TB, rawURL string) *Backend {
 // tryOpen opens rawURL; the caller closes the backend.
 func tryOpen(rawURL string) (*Backend, error) {
 	return backendtest.TryOpenURL(rawURL, OpenURL)
-}
-
-// direct is a plain client of srv, to look at and tamper with the keys.
-func direct(t testing.TB, srv *redistest.Server) *goredis.Client {
-	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { c.Close() })
-	return c
 }
 
 func opts(holder string, ttl time.Duration) backend.AcquireOptions {
