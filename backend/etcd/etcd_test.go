@@ -1,8 +1,6 @@
 package etcd
 
 import (
-	"context"
-	"net/url"
 	"testing"
 	"time"
 
@@ -11,19 +9,10 @@ import (
 	"github.com/lockrun/lockrun/internal/etcdtest"
 )
 
-// openTest opens a backend on srv, closed when the test ends.
+// openTest opens a backend on rawURL, closed when the test ends.
 func openTest(t testing.TB, rawURL string) *Backend {
 	t.Helper()
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := OpenURL(context.Background(), u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	return b
+	return backendtest.OpenURL(t, rawURL, OpenURL)
 }
 
 func TestConformance(t *testing.T) {

@@ -3,7 +3,6 @@ package etcd
 import (
 	"crypto/tls"
 	"fmt"
-	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -77,13 +76,8 @@ func ParseURL(u *url.URL, getenv func(string) string) (Config, error) {
 	if c.RequestTimeout, err = urlopt.Duration(q, "request_timeout", c.RequestTimeout); err != nil {
 		return c, invalid("%v", err)
 	}
-	if u.Scheme == "etcd" {
-		if q.Has("cacert") || q.Has("cert") || q.Has("key") {
-			return c, invalid("cacert, cert and key need TLS: use etcds://")
-		}
-		return c, nil
-	}
-	if c.TLS, err = urlopt.TLS(file(q, "cacert", EnvCACert, getenv), file(q, "cert", EnvCert, getenv), file(q, "key", EnvKey, getenv)); err != nil {
+	env := urlopt.TLSEnv{CACert: EnvCACert, Cert: EnvCert, Key: EnvKey}
+	if c.TLS, err = urlopt.QueryTLS(q, u.Scheme == "etcds", "etcds", env, getenv); err != nil {
 		return c, invalid("%v", err)
 	}
 	return c, nil
@@ -96,15 +90,9 @@ func invalid(format string, a ...any) error {
 // endpoints splits "h1:2379,h2" into host:port pairs, adding the default
 // port where it is missing.
 func endpoints(hosts string) ([]string, error) {
-	var eps []string
-	for _, h := range strings.Split(hosts, ",") {
-		if h == "" {
-			return nil, invalid("empty host in %q: separate hosts with single commas", hosts)
-		}
-		if _, _, err := net.SplitHostPort(h); err != nil {
-			h = net.JoinHostPort(strings.Trim(h, "[]"), DefaultPort)
-		}
-		eps = append(eps, h)
+	eps, err := urlopt.Hosts(hosts, DefaultPort)
+	if err != nil {
+		return nil, invalid("%v", err)
 	}
 	return eps, nil
 }
@@ -137,17 +125,4 @@ func (c *Config) credentials(u *url.URL, getenv func(string) string) error {
 		return invalid("etcd auth needs a user and a password: write %s://USER:PASSWORD@host, or set %s", u.Scheme, EnvPassword)
 	}
 	return nil
-}
-
-// file is the PEM file in the URL's parameter name, else the one in the
-// environment variable env; its Name tells the user where it came from,
-// or both places when neither gave it.
-func file(q url.Values, name, env string, getenv func(string) string) urlopt.File {
-	if q.Has(name) {
-		return urlopt.File{Name: name, Path: q.Get(name)}
-	}
-	if path := getenv(env); path != "" {
-		return urlopt.File{Name: env, Path: path}
-	}
-	return urlopt.File{Name: name + " (or " + env + ")"}
 }

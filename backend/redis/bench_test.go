@@ -34,7 +34,7 @@ func BenchmarkHandOff(b *testing.B) {
 
 func benchHandOff(b *testing.B, waiters int) {
 	srv := redistest.Start(b)
-	c := direct(b, srv)
+	c := srv.Client(b)
 	h := &handOffs{want: b.N, next: make(chan struct{})}
 	ctx, cancel := context.WithCancel(b.Context())
 	defer cancel()

@@ -20,7 +20,7 @@ func fenceClient(t *testing.T) *goredis.Client {
 			t.Fatalf("init: %v", err)
 		}
 	}
-	return direct(t, srv)
+	return srv.Client(t)
 }
 
 func fcall(t *testing.T, c *goredis.Client, fn string, keys []string, args ...any) (any, error) {

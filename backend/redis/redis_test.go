@@ -1,13 +1,9 @@
 package redis
 
 import (
-	"context"
 	"errors"
-	"net/url"
 	"testing"
 	"time"
-
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/lockrun/lockrun/backend"
 	"github.com/lockrun/lockrun/internal/backendtest"
@@ -17,28 +13,12 @@ import (
 // open returns a backend on rawURL, closed when the test ends.
 func open(t testing.TB, rawURL string) *Backend {
 	t.Helper()
-	b, err := tryOpen(rawURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	return b
+	return backendtest.OpenURL(t, rawURL, OpenURL)
 }
 
 // tryOpen opens rawURL; the caller closes the backend.
 func tryOpen(rawURL string) (*Backend, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return nil, err
-	}
-	return OpenURL(context.Background(), u)
-}
-
-// direct is a plain client of srv, to look at and tamper with the keys.
-func direct(t testing.TB, srv *redistest.Server) *goredis.Client {
-	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { c.Close() })
-	return c
+	return backendtest.TryOpenURL(rawURL, OpenURL)
 }
 
 func opts(holder string, ttl time.Duration) backend.AcquireOptions {
@@ -75,7 +55,7 @@ func TestTokensGrowAcrossDataLoss(t *testing.T) {
 	}
 	acquire("first grant")
 	acquire("second grant")
-	if err := direct(t, srv).FlushAll(t.Context()).Err(); err != nil {
+	if err := srv.Client(t).FlushAll(t.Context()).Err(); err != nil {
 		t.Fatal(err)
 	}
 	acquire("after FLUSHALL")
@@ -87,7 +67,7 @@ func TestTokensGrowAcrossDataLoss(t *testing.T) {
 // or deleted by a lease that no longer owns it.
 func TestForeignValueIsNeverRenewedOrDeleted(t *testing.T) {
 	srv := redistest.Start(t)
-	b, c := open(t, srv.URL()), direct(t, srv)
+	b, c := open(t, srv.URL()), srv.Client(t)
 	l := backendtest.MustAcquire(t, b, "k", opts("h", time.Minute))
 	lock := b.names("k").lock
 	const foreign = "99 other-run someone-else"

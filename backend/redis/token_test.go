@@ -16,7 +16,7 @@ import (
 // releases the lock n times, and returns the tokens.
 func grantsFrom(t *testing.T, srv *redistest.Server, b *Backend, key string, start uint64, n int) []backend.Token {
 	t.Helper()
-	if err := direct(t, srv).Set(t.Context(), b.names(key).counter, strconv.FormatUint(start, 10), 0).Err(); err != nil {
+	if err := srv.Client(t).Set(t.Context(), b.names(key).counter, strconv.FormatUint(start, 10), 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	var toks []backend.Token

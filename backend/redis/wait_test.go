@@ -64,7 +64,7 @@ func queued(t *testing.T, b *Backend, c *goredis.Client, ctx context.Context, ke
 func TestReleaseWakesOnlyTheNextWaiterInArrivalOrder(t *testing.T) {
 	const n = 5
 	srv := redistest.Start(t)
-	b, c := open(t, srv.URL()), direct(t, srv)
+	b, c := open(t, srv.URL()), srv.Client(t)
 	holder := backendtest.MustAcquire(t, b, "k", opts("holder", time.Minute))
 	warm, _ := b.Acquire(t.Context(), "warm", opts("holder", time.Minute))
 	warm.Release(t.Context()) // the server learns the release script: no NOSCRIPT below
@@ -99,7 +99,7 @@ func TestReleaseWakesOnlyTheNextWaiterInArrivalOrder(t *testing.T) {
 // left to wait for the holder's lease to run out.
 func TestAbandonedWaiterIsSkipped(t *testing.T) {
 	srv := redistest.Start(t)
-	b, c := open(t, srv.URL()), direct(t, srv)
+	b, c := open(t, srv.URL()), srv.Client(t)
 	holder := backendtest.MustAcquire(t, b, "k", opts("holder", time.Minute))
 	quitter, quit := context.WithCancel(t.Context())
 	gaveUp := queued(t, open(t, srv.URL()), c, quitter, "k", "quitter")

@@ -116,7 +116,7 @@ func TestTokensSurviveLostMasters(t *testing.T) {
 			b := open(t, urlOf(servers))
 			far := uint64(time.Now().Add(24 * time.Hour).UnixMicro())
 			for _, s := range servers {
-				if err := direct(t, s).Set(t.Context(), b.names("k").counter, far, 0).Err(); err != nil {
+				if err := s.Client(t).Set(t.Context(), b.names("k").counter, far, 0).Err(); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -157,7 +157,7 @@ func countersReach(t *testing.T, b *Backend, servers []*redistest.Server, token 
 	t.Helper()
 	for _, s := range servers {
 		for deadline := time.Now().Add(time.Second); ; time.Sleep(time.Millisecond) {
-			v, _ := direct(t, s).Get(t.Context(), b.names("k").counter).Result()
+			v, _ := s.Client(t).Get(t.Context(), b.names("k").counter).Result()
 			if v == token.String() {
 				break
 			}
@@ -177,7 +177,7 @@ func TestMasterRefusesATokenNotAboveItsCounter(t *testing.T) {
 	far := backend.Token(time.Now().Add(time.Hour).UnixMicro())
 	r := &request{key: "k", names: b.names("k"), o: opts("h", time.Minute), px: 60000, info: "{}"}
 	for _, s := range servers {
-		direct(t, s).Set(t.Context(), r.names.counter, far.String(), 0)
+		s.Client(t).Set(t.Context(), r.names.counter, far.String(), 0)
 	}
 	for _, token := range []backend.Token{far - 1, far} {
 		for _, x := range b.grant(t.Context(), r, token.String()+" run-h h", token).rs {
@@ -186,7 +186,7 @@ func TestMasterRefusesATokenNotAboveItsCounter(t *testing.T) {
 			}
 		}
 	}
-	if v, _ := direct(t, servers[0]).Get(t.Context(), r.names.lock).Result(); v != "" {
+	if v, _ := servers[0].Client(t).Get(t.Context(), r.names.lock).Result(); v != "" {
 		t.Errorf("a refused grant left the lock set to %q", v)
 	}
 	if tok := grantOnce(t, b, far, "above the counter"); tok != far+1 {

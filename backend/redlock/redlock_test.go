@@ -1,14 +1,10 @@
 package redlock
 
 import (
-	"context"
 	"fmt"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
-
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/lockrun/lockrun/backend"
 	"github.com/lockrun/lockrun/internal/backendtest"
@@ -37,28 +33,12 @@ func urlOf(servers []*redistest.Server) string {
 // open returns a backend on rawURL, closed when the test ends.
 func open(t testing.TB, rawURL string) *Backend {
 	t.Helper()
-	b, err := tryOpen(rawURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	return b
+	return backendtest.OpenURL(t, rawURL, OpenURL)
 }
 
 // tryOpen opens rawURL; the caller closes the backend.
 func tryOpen(rawURL string) (*Backend, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return nil, err
-	}
-	return OpenURL(context.Background(), u)
-}
-
-// direct is a plain client of srv, to look at and tamper with the keys.
-func direct(t testing.TB, srv *redistest.Server) *goredis.Client {
-	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { c.Close() })
-	return c
+	return backendtest.TryOpenURL(rawURL, OpenURL)
 }
 
 func opts(holder string, ttl time.Duration) backend.AcquireOptions {

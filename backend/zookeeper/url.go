@@ -79,13 +79,8 @@ func ParseURL(u *url.URL, getenv func(string) string) (Config, error) {
 		return c, err
 	}
 	q := u.Query()
-	if u.Scheme == "zk" {
-		if q.Has("cacert") || q.Has("cert") || q.Has("key") {
-			return c, invalid("cacert, cert and key need TLS: use zks://")
-		}
-		return c, nil
-	}
-	if c.TLS, err = urlopt.TLS(file(q, "cacert", EnvCACert, getenv), file(q, "cert", EnvCert, getenv), file(q, "key", EnvKey, getenv)); err != nil {
+	env := urlopt.TLSEnv{CACert: EnvCACert, Cert: EnvCert, Key: EnvKey}
+	if c.TLS, err = urlopt.QueryTLS(q, u.Scheme == "zks", "zks", env, getenv); err != nil {
 		return c, invalid("%v", err)
 	}
 	return c, nil
@@ -116,18 +111,14 @@ func invalid(format string, a ...any) error {
 // servers splits "h1:2181,h2" into host:port pairs, adding the default
 // port where it is missing.
 func servers(hosts string) ([]string, error) {
-	var out []string
-	for _, h := range strings.Split(hosts, ",") {
-		if h == "" {
-			return nil, invalid("empty host in %q: separate hosts with single commas", hosts)
-		}
-		if _, _, err := net.SplitHostPort(h); err != nil {
-			h = net.JoinHostPort(strings.Trim(h, "[]"), DefaultPort)
-		}
+	out, err := urlopt.Hosts(hosts, DefaultPort)
+	if err != nil {
+		return nil, invalid("%v", err)
+	}
+	for _, h := range out {
 		if err := checkServer(h); err != nil {
 			return nil, err
 		}
-		out = append(out, h)
 	}
 	return out, nil
 }
@@ -186,17 +177,4 @@ func (c *Config) credentials(u *url.URL, getenv func(string) string) error {
 		return invalid("digest auth needs a user (without ':') and a password: write %s://USER:PASSWORD@host, or set %s and %s", u.Scheme, EnvUser, EnvPassword)
 	}
 	return nil
-}
-
-// file is the PEM file in the URL's parameter name, else the one in the
-// environment variable env; its Name tells the user where it came from,
-// or both places when neither gave it.
-func file(q url.Values, name, env string, getenv func(string) string) urlopt.File {
-	if q.Has(name) {
-		return urlopt.File{Name: name, Path: q.Get(name)}
-	}
-	if path := getenv(env); path != "" {
-		return urlopt.File{Name: env, Path: path}
-	}
-	return urlopt.File{Name: name + " (or " + env + ")"}
 }

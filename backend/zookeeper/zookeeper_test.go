@@ -1,7 +1,6 @@
 package zookeeper
 
 import (
-	"context"
 	"crypto/rand"
 	"net/url"
 	"sync"
@@ -17,16 +16,7 @@ import (
 // openTest opens a backend on rawURL, closed when the test ends.
 func openTest(t testing.TB, rawURL string) *Backend {
 	t.Helper()
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := OpenURL(context.Background(), u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	return b
+	return backendtest.OpenURL(t, rawURL, OpenURL)
 }
 
 // proxied opens backends that each reach srv through a proxy of their own,

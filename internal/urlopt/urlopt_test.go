@@ -67,3 +67,23 @@ func TestTLSRejects(t *testing.T) {
 		}
 	}
 }
+
+func TestHosts(t *testing.T) {
+	got, err := Hosts("a,b:1,[::1]", "9")
+	if err != nil || strings.Join(got, " ") != "a:9 b:1 [::1]:9" {
+		t.Fatalf("Hosts = %q, %v", got, err)
+	}
+	if _, err := Hosts("a,,b", "9"); err == nil {
+		t.Fatal("Hosts accepted an empty entry")
+	}
+}
+
+func TestQueryTLSPlainRefusesFiles(t *testing.T) {
+	q := url.Values{"cert": {"x"}}
+	if _, err := QueryTLS(q, false, "etcds", TLSEnv{}, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "etcds://") {
+		t.Fatalf("QueryTLS on a plain scheme with cert = %v", err)
+	}
+	if c, err := QueryTLS(url.Values{}, false, "etcds", TLSEnv{}, func(string) string { return "" }); c != nil || err != nil {
+		t.Fatalf("QueryTLS plain = %v, %v", c, err)
+	}
+}

@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"bufio"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -34,69 +33,13 @@ func TestEtcdDownExits69AtOnce(t *testing.T) {
 	}
 }
 
-// holdWith starts `lockrun run -v` on url with a child that ignores
-// SIGTERM (so only the SIGKILL at the deadline stops it) and writes its pid
-// and token. It returns the process, the child's pid and token, and a
-// channel that receives, after each renewal lockrun logs, the earliest
-// time that renewal can have been sent.
-func holdWith(t *testing.T, url string, args ...string) (*exec.Cmd, int, uint64, <-chan time.Time) {
-	t.Helper()
-	dir := t.TempDir()
-	pidFile, tokFile := filepath.Join(dir, "pid"), filepath.Join(dir, "token")
-	argv := append([]string{"run", "-v", "-b", url}, args...)
-	argv = append(argv, "k", "--", "sh", "-c", "trap '' TERM; echo $LOCKRUN_FENCING_TOKEN > "+tokFile+"; echo $$ > "+pidFile+"; exec sleep 60")
-	cmd := exec.Command(lockruntest.Binary(t), argv...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	renewed := make(chan time.Time, 100)
-	go func() {
-		for sc := bufio.NewScanner(stderr); sc.Scan(); {
-			if line := sc.Text(); strings.Contains(line, "lease renewed") {
-				renewed <- time.Now().Add(-tookOf(line) - pipeSlack)
-			}
-		}
-	}()
-	pid, _ := strconv.Atoi(lockruntest.WaitLine(t, pidFile))
-	tok, _ := strconv.ParseUint(lockruntest.WaitLine(t, tokFile), 10, 64)
-	return cmd, pid, tok, renewed
-}
-
-// pipeSlack bounds the time from lockrun logging a renewal to the test
-// reading the line.
-const pipeSlack = 20 * time.Millisecond
-
-// latest is the newest of sent and the renewal times waiting in renewed.
-func latest(sent time.Time, renewed <-chan time.Time) time.Time {
-	for {
-		select {
-		case s := <-renewed:
-			sent = s
-		default:
-			return sent
-		}
-	}
-}
-
-// tookOf reads took=DURATION from a log line (rounded to the millisecond).
-func tookOf(line string) time.Duration {
-	_, rest, _ := strings.Cut(line, "took=")
-	d, _ := time.ParseDuration(strings.Fields(rest + " ")[0])
-	return d + time.Millisecond
-}
-
 // cutAndMeasure cuts lockrun off from etcd with cut right after a renewal,
 // and checks that the child is dead before the lease can expire on the
 // server, the renewal's send time plus the TTL, and that lockrun exits 76.
 func cutAndMeasure(t *testing.T, url string, cut func()) uint64 {
 	t.Helper()
 	const ttl = 2 * time.Second
-	cmd, pid, tok, renewed := holdWith(t, url, "--ttl", ttl.String(), "--heartbeat", "500ms")
+	cmd, pid, tok, renewed := holdRenewing(t, url, "k", "--ttl", ttl.String(), "--heartbeat", "500ms")
 	sent := latest(<-renewed, renewed) // on a loaded machine, renewals queue up before the test reads them
 	cut()
 	cutAt := time.Now()

@@ -1,9 +1,7 @@
 package e2e_test
 
 import (
-	"bufio"
 	"errors"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -33,46 +31,6 @@ func TestZooKeeperDownExits69AtOnce(t *testing.T) {
 	}
 }
 
-// zkHold starts `lockrun run -v` on url with a child that ignores SIGTERM
-// (so only the SIGKILL at the deadline stops it) and writes its pid and
-// token. It returns the process, the child's pid and token, and a channel
-// that receives, after each renewal lockrun logs, the earliest time that
-// renewal can have been sent.
-func zkHold(t *testing.T, url, key string, args ...string) (*exec.Cmd, int, uint64, <-chan time.Time) {
-	t.Helper()
-	dir := t.TempDir()
-	pidFile, tokFile := filepath.Join(dir, "pid"), filepath.Join(dir, "token")
-	argv := append([]string{"run", "-v", "-b", url}, args...)
-	argv = append(argv, key, "--", "sh", "-c", "trap '' TERM; echo $LOCKRUN_FENCING_TOKEN > "+tokFile+"; echo $$ > "+pidFile+"; exec sleep 60")
-	cmd := exec.Command(lockruntest.Binary(t), argv...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	renewed := make(chan time.Time, 100)
-	go func() {
-		for sc := bufio.NewScanner(stderr); sc.Scan(); {
-			if line := sc.Text(); strings.Contains(line, "lease renewed") {
-				renewed <- time.Now().Add(-zkTookOf(line) - 20*time.Millisecond)
-			}
-		}
-	}()
-	pid, _ := strconv.Atoi(waitFile(t, pidFile))
-	tok, _ := strconv.ParseUint(waitFile(t, tokFile), 10, 64)
-	return cmd, pid, tok, renewed
-}
-
-// zkTookOf reads took=DURATION from a log line (rounded to the ms).
-func zkTookOf(line string) time.Duration {
-	_, rest, _ := strings.Cut(line, "took=")
-	d, _ := time.ParseDuration(strings.Fields(rest + " ")[0])
-	return d + time.Millisecond
-}
-
 // zkCutAndMeasure cuts lockrun off with cut right after a renewal and
 // checks that the child is dead before the session can expire (the
 // renewal's send time plus the TTL) and that lockrun exits 76. After heal,
@@ -81,7 +39,7 @@ func zkCutAndMeasure(t *testing.T, url, next string, cut, heal func()) {
 	t.Helper()
 	const ttl = 2 * time.Second
 	key := backendtest.Key(t)
-	cmd, pid, tok, renewed := zkHold(t, url, key, "--ttl", ttl.String(), "--heartbeat", "500ms")
+	cmd, pid, tok, renewed := holdRenewing(t, url, key, "--ttl", ttl.String(), "--heartbeat", "500ms")
 	sent := <-renewed
 	cut()
 	cutAt := time.Now()
@@ -220,7 +178,7 @@ func TestZooKeeperPartitionedHolderDiesBeforeTheMajorityGrants(t *testing.T) {
 	m := zktest.StartEnsemble(t, 3)
 	proxy := netproxy.Start(t, m[0].Addr())
 	key, dir := backendtest.Key(t), t.TempDir()
-	cmd, pid, tok, renewed := zkHold(t, zktest.URL(proxy.Addr()), key, "--ttl", "2s", "--heartbeat", "500ms")
+	cmd, pid, tok, renewed := holdRenewing(t, zktest.URL(proxy.Addr()), key, "--ttl", "2s", "--heartbeat", "500ms")
 	started, tokFile := filepath.Join(dir, "started"), filepath.Join(dir, "token")
 	waiter := start(t, nil, "run", "-b", zktest.URL(m[1].Addr(), m[2].Addr()), "--ttl", "2s", "--wait", key, "--",
 		"sh", "-c", "date +%s%N > "+started+"; echo $LOCKRUN_FENCING_TOKEN > "+tokFile)
