@@ -29,7 +29,7 @@ func TestCheckpointReadsTheLatestOfOneHolder(t *testing.T) {
 	if err := b.SetCheckpoint(t.Context(), key, l.Token(), []byte("batch 7")); err != nil {
 		t.Fatal(err)
 	}
-	lagging := direct(t, srvs[0])
+	lagging := srvs[0].Client(t)
 	old, err := lagging.Get(t.Context(), b.checkpointKey(key)).Result()
 	if err != nil {
 		t.Fatal(err)
