@@ -97,14 +97,17 @@ func superviseUnlocked(job Job, proc *process, sigs <-chan os.Signal) (status in
 	backstop := p.Margin / 2
 	now := job.Clock.Now()
 	never := now.Add(noDeadline)
-	// The watchdog's own deadline is --max-run's SIGKILL and its backstop,
-	// so that a lockrun frozen past --max-run cannot let the command run
-	// on; counted from before the start here, and re-armed after it.
-	killAt := never
+	// The watchdog's own deadlines are --max-run's, so that a lockrun
+	// frozen past --max-run cannot let the command run on: its term
+	// deadline (what the watchdog holds until lockrun says the command
+	// started: a lockrun frozen between the exec and that word is stopped
+	// with its command) and its SIGKILL with the backstop; counted from
+	// before the start here, and re-armed after it.
+	termAt, killAt := never, never
 	if job.MaxRun > 0 {
-		killAt = now.Add(job.MaxRun + p.Grace + backstop)
+		termAt, killAt = now.Add(job.MaxRun), now.Add(job.MaxRun+p.Grace+backstop)
 	}
-	err = proc.start(spec{path: job.Path, argv: job.Args, env: env, files: job.Stdio[:], termAt: never, killAt: killAt})
+	err = proc.start(spec{path: job.Path, argv: job.Args, env: env, files: job.Stdio[:], termAt: termAt, killAt: killAt})
 	if err != nil {
 		return 0, nil, notStarted(job, err)
 	}
