@@ -70,15 +70,7 @@ func runUnlocked(_ context.Context, job Job, proc *process, sigs <-chan os.Signa
 		"event", EventFailOpen, "err", cause)
 	status, why, err := superviseUnlocked(job, proc, sigs)
 	<-proc.reaped
-	switch {
-	case err != nil:
-		return err
-	case why != nil:
-		return fmt.Errorf("command run without lock %q: %w; the command was stopped", job.Key, why)
-	case status != 0:
-		return &ExitError{Code: status}
-	}
-	return nil
+	return outcome(status, why, err, fmt.Sprintf("command run without lock %q", job.Key))
 }
 
 // superviseUnlocked starts the command in proc with no lease and

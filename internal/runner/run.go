@@ -98,11 +98,17 @@ func Run(ctx context.Context, job Job) error {
 	// is given back, free at once whatever its minimum hold.
 	release(job, g.lease, endOf(err != nil, lost), log)
 	<-proc.reaped // the watchdog and the cgroup go after the lock, off the hand-off path
+	return outcome(status, why, err, fmt.Sprintf("lock %q", job.Key))
+}
+
+// outcome is Run's error for a command's end: err when it did not start,
+// why it was stopped (named by what) when it was, its status otherwise.
+func outcome(status int, why, err error, what string) error {
 	switch {
 	case err != nil:
 		return err
 	case why != nil:
-		return fmt.Errorf("lock %q: %w; the command was stopped", job.Key, why)
+		return fmt.Errorf("%s: %w; the command was stopped", what, why)
 	case status != 0:
 		return &ExitError{Code: status}
 	}
