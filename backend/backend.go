@@ -98,6 +98,9 @@ type AcquireOptions struct {
 	// time, on the store's own expiry; 0 releases at once.
 	MinHold time.Duration
 	Info    HolderInfo // recorded with the lease for status and list
+	// Limit makes key a semaphore: up to Limit holders at once, each with
+	// its own lease and token (see LimitError). 0 and 1 are a plain lock.
+	Limit int
 }
 
 // HolderInfo is what a holder records about itself for operators. Stores
@@ -121,6 +124,16 @@ type Status struct {
 	// known.
 	Since, Renewed time.Time
 	Info           HolderInfo // the holder's record; empty when not held
+	// Limit is the key's limit while it is held as a semaphore (more than
+	// 1); 0 for a plain lock and for a free key.
+	Limit int
+	// Holders is every holder of a semaphore, oldest token first, each
+	// described as a held plain lock would be (Key, Held, Holder, RunID,
+	// Token, TTL, Since, Renewed, Info); the fields above repeat
+	// Holders[0]. It is nil for a plain lock and for a free key. For a
+	// semaphore that is not full, Held is true and the key takes more
+	// holders: Held means "has holders", not "Acquire would fail".
+	Holders []Status
 }
 
 // HeldError is returned by Acquire when the lock is taken; it wraps ErrHeld.
@@ -132,6 +145,9 @@ type HeldError struct {
 // text may come from anyone), token and time left.
 func (e *HeldError) Error() string {
 	s := e.Status
+	if s.Limit > 1 {
+		return fmt.Sprintf("lock %q is held by %d of %d holders (--limit %d)", s.Key, len(s.Holders), s.Limit, s.Limit)
+	}
 	msg := fmt.Sprintf("lock %q is held", s.Key)
 	if s.Holder != "" {
 		msg += " by " + Escape(s.Holder)

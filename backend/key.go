@@ -33,8 +33,9 @@ func ValidateKey(key string) error {
 }
 
 // ValidateRequest checks what every backend's Acquire needs: a valid key, a
-// positive TTL, and a run id, without blanks, by which the backend tells
-// this run's lease (and a retry of its acquire) from every other.
+// positive TTL, a limit from 0 to MaxLimit, and a run id, without blanks,
+// by which the backend tells this run's lease (and a retry of its acquire)
+// from every other.
 func ValidateRequest(key string, o AcquireOptions) error {
 	if err := ValidateKey(key); err != nil {
 		return err
@@ -44,6 +45,9 @@ func ValidateRequest(key string, o AcquireOptions) error {
 	}
 	if o.RunID == "" || strings.ContainsAny(o.RunID, " \t\r\n") {
 		return fmt.Errorf("%w: lock %q: run id %q must be non-empty, without blanks", ErrInvalidOptions, key, o.RunID)
+	}
+	if o.Limit < 0 || o.Limit > MaxLimit {
+		return fmt.Errorf("%w: lock %q: limit %d must be from 1 to %d", ErrInvalidOptions, key, o.Limit, MaxLimit)
 	}
 	return nil
 }
