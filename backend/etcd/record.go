@@ -1,12 +1,14 @@
 package etcd
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"slices"
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/lockrun/lockrun/backend"
@@ -62,7 +64,8 @@ func (b *Backend) addLeaseTime(ctx context.Context, st *backend.Status, id clien
 }
 
 // List reports the held locks whose key starts with prefix, sorted by key:
-// one read of every entry under the prefix, then the holders' leases.
+// one read of every entry under the prefix, then the holders' leases (a
+// semaphore's limit oldest entries).
 func (b *Backend) List(ctx context.Context, prefix string) ([]backend.Status, error) {
 	if prefix != "" {
 		if err := backend.ValidateKey(prefix); err != nil {
@@ -75,22 +78,34 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]backend.Status, er
 	if err != nil {
 		return nil, b.failed(ctx, "listing locks", prefix, err)
 	}
-	holders := map[string]int{} // lock key → index of its oldest entry
-	for i, kv := range resp.Kvs {
+	queues := map[string][]*mvccpb.KeyValue{} // lock key → its entries
+	for _, kv := range resp.Kvs {
 		key, _, isEntry := strings.Cut(strings.TrimPrefix(string(kv.Key), b.cfg.Prefix), "/")
 		if !isEntry || backend.ValidateKey(key) != nil {
 			continue // a token counter, or not lockrun's
 		}
-		if j, ok := holders[key]; !ok || kv.CreateRevision < resp.Kvs[j].CreateRevision {
-			holders[key] = i
-		}
+		queues[key] = append(queues[key], kv)
 	}
 	var held []backend.Status
-	for key, i := range holders {
-		st := b.status(key, resp.Kvs[i])
-		b.addLeaseTime(rctx, &st, clientv3.LeaseID(resp.Kvs[i].Lease))
-		held = append(held, st)
+	for key, kvs := range queues {
+		held = append(held, b.queueStatus(rctx, key, kvs))
 	}
 	slices.SortFunc(held, func(a, b backend.Status) int { return strings.Compare(a.Key, b.Key) })
 	return held, nil
+}
+
+// queueStatus describes key, whose queue holds the entries kvs, with the
+// holders' lease times.
+func (b *Backend) queueStatus(ctx context.Context, key string, kvs []*mvccpb.KeyValue) backend.Status {
+	slices.SortFunc(kvs, func(x, y *mvccpb.KeyValue) int { return cmp.Compare(x.CreateRevision, y.CreateRevision) })
+	limit := b.entryLimit(key, string(kvs[0].Key))
+	if limit == 1 {
+		st := b.status(key, kvs[0])
+		b.addLeaseTime(ctx, &st, clientv3.LeaseID(kvs[0].Lease))
+		return st
+	}
+	holders := kvs[:min(limit, len(kvs))]
+	st := b.semStatus(key, limit, holders)
+	b.withLeaseTimes(ctx, &st, holders)
+	return st
 }
