@@ -21,27 +21,34 @@ import (
 // grant so that it costs the hand-off nothing; until it lands, status
 // shows the time the entry was queued. A mark that fails is only a less
 // exact status.
-func (b *Backend) mark(e entry) {
-	since := time.Now().UnixMicro()
+func (b *Backend) mark(e entry) { b.markOnce(e, time.Now().UnixMicro()) }
+
+// markOnce is one try of mark; it reports whether it is done: the entry
+// was written (by this or by another write), or is gone or not lockrun's.
+func (b *Backend) markOnce(e entry, since int64) bool {
 	ctx, cancel := b.bounded(context.Background())
 	defer cancel()
 	resp, err := b.cli.Get(ctx, e.name)
-	if err != nil || len(resp.Kvs) != 1 || resp.Kvs[0].CreateRevision != e.rev {
-		return
+	if err != nil {
+		return false
+	}
+	if len(resp.Kvs) != 1 || resp.Kvs[0].CreateRevision != e.rev {
+		return true
 	}
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(resp.Kvs[0].Value, &fields) != nil {
-		return
+		return true
 	}
 	fields["since"], _ = json.Marshal(since)
 	val, err := json.Marshal(fields)
 	if err != nil {
-		return
+		return true
 	}
-	_, _ = b.cli.Txn(ctx).
+	_, err = b.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(e.name), "=", resp.Kvs[0].ModRevision)).
 		Then(clientv3.OpPut(e.name, string(val), clientv3.WithIgnoreLease())).
 		Commit()
+	return err == nil
 }
 
 // addLeaseTime fills st's TTL and Renewed from the holder's lease: etcd

@@ -320,3 +320,64 @@ func diff(a, b map[string]int) string {
 	slices.Sort(out)
 	return strings.Join(out, " ")
 }
+
+// Slots freed at once go to as many waiters at once: the first waiter
+// wakes on the release, and each one that gets a slot wakes the next.
+func TestSemaphoreFreedSlotsGoToTheWaitersInLine(t *testing.T) {
+	const limit = 3
+	srv := etcdtest.Start(t)
+	c, key := srv.Client(t), backendtest.Key(t)
+	var held []backend.Lease
+	for i := range limit {
+		o := semOpts(fmt.Sprint("h", i), limit, false)
+		o.TTL = 30 * time.Second
+		held = append(held, backendtest.MustAcquire(t, openTest(t, srv.URL()), key, o))
+	}
+	got := make(chan string, 2*limit)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel() // the waiters beyond the limit give up, the others release
+	for i := range 2 * limit {
+		be := openTest(t, srv.URL())
+		wg.Go(func() {
+			o := semOpts(fmt.Sprint("w", i), limit, true)
+			o.TTL = 30 * time.Second // only a release frees a slot
+			l, err := be.Acquire(ctx, key, o)
+			if err != nil {
+				if ctx.Err() == nil {
+					t.Errorf("waiter %d: %v", i, err)
+				}
+				return
+			}
+			got <- o.Holder
+			<-ctx.Done()
+			l.Release(context.Background())
+		})
+		waitQueued(t, c, key, limit+i+1)
+	}
+	released := time.Now()
+	for _, i := range []int{1, 2, 0} {
+		if err := held[i].Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for want := range limit {
+		select {
+		case w := <-got:
+			if w != fmt.Sprint("w", want) {
+				t.Errorf("slot %d went to %s, want w%d", want, w, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d of %d freed slots taken 5s after the releases", want, limit)
+		}
+	}
+	if d := time.Since(released); d > time.Second {
+		t.Errorf("the %d freed slots were taken %v after the releases", limit, d)
+	}
+	select {
+	case w := <-got:
+		t.Errorf("%s got a slot beyond the limit", w)
+	case <-time.After(300 * time.Millisecond):
+	}
+}
