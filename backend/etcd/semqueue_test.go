@@ -381,3 +381,57 @@ func TestSemaphoreFreedSlotsGoToTheWaitersInLine(t *testing.T) {
 	case <-time.After(300 * time.Millisecond):
 	}
 }
+
+// A waiter killed in the queue leaves an entry that nobody renews: it
+// takes a freed slot it never uses, and delays the waiter behind it,
+// until its lease expires, within its TTL, as a plain lock's does.
+func TestSemaphoreCrashedWaiterGoesWithItsLease(t *testing.T) {
+	const limit = 2
+	srv := etcdtest.Start(t)
+	b, c, key := openTest(t, srv.URL()), srv.Client(t), backendtest.Key(t)
+	var held []backend.Lease
+	for i := range limit {
+		o := semOpts(fmt.Sprint("h", i), limit, false)
+		o.TTL = 30 * time.Second
+		held = append(held, backendtest.MustAcquire(t, openTest(t, srv.URL()), key, o))
+	}
+	// The killed waiter: queued as Acquire queues, then never renewed.
+	dead, err := b.grant(t.Context(), key, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.semEnqueue(t.Context(), &dead, semOpts("dead", limit, true)); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan time.Time, 1)
+	go func() {
+		o := semOpts("next", limit, true)
+		o.TTL = 30 * time.Second
+		l, err := openTest(t, srv.URL()).Acquire(t.Context(), key, o)
+		if err != nil {
+			t.Errorf("waiter behind the dead one: %v", err)
+		}
+		got <- time.Now()
+		if l != nil && l.Token() <= dead.token {
+			t.Errorf("token %d after the dead waiter's %d", l.Token(), dead.token)
+		}
+	}()
+	waitQueued(t, c, key, limit+2)
+	for _, h := range held {
+		if err := h.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	released := time.Now()
+	select {
+	case at := <-got:
+		if d := at.Sub(released); d > dead.ttl+time.Second {
+			t.Errorf("the waiter behind a dead one got a slot %v after the releases; its lease was %v", d, dead.ttl)
+		}
+	case <-time.After(dead.ttl + 5*time.Second):
+		t.Fatal("the waiter behind a dead one never got a slot")
+	}
+	if q := entries(t, c, key); len(q) != 1 {
+		t.Errorf("queue once the dead waiter's lease ended = %v, want the new holder alone", q)
+	}
+}
