@@ -435,3 +435,53 @@ func TestSemaphoreCrashedWaiterGoesWithItsLease(t *testing.T) {
 		t.Errorf("queue once the dead waiter's lease ended = %v, want the new holder alone", q)
 	}
 }
+
+// An etcd restart (leases and entries kept in its data) leaves the
+// holders their slots and the waiter its place: the waiter's watch comes
+// back, and a release after the restart still wakes it.
+func TestSemaphoreWaiterSurvivesARestart(t *testing.T) {
+	const limit = 2
+	srv := etcdtest.Start(t)
+	c, key := srv.Client(t), backendtest.Key(t)
+	var held []backend.Lease
+	for i := range limit {
+		o := semOpts(fmt.Sprint("h", i), limit, false)
+		o.TTL = 30 * time.Second
+		held = append(held, backendtest.MustAcquire(t, openTest(t, srv.URL()), key, o))
+	}
+	got := make(chan backend.Lease, 1)
+	go func() {
+		o := semOpts("w", limit, true)
+		o.TTL = 3 * time.Second
+		l, err := openTest(t, srv.URL()).Acquire(t.Context(), key, o)
+		if err != nil {
+			t.Errorf("waiter: %v", err)
+		}
+		got <- l
+	}()
+	waitQueued(t, c, key, limit+1)
+	srv.Restart()
+	time.Sleep(time.Second) // the waiter's client reconnects meanwhile
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		err := held[1].Release(t.Context())
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, backend.ErrUnavailable) || time.Now().After(deadline) {
+			t.Fatalf("Release after the restart: %v", err)
+		}
+	}
+	released := time.Now()
+	select {
+	case l := <-got:
+		if d := time.Since(released); d > time.Second {
+			t.Errorf("the waiter got the slot %v after a release that followed a restart", d)
+		}
+		if l != nil {
+			l.Release(t.Context())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter never got the slot released after the restart")
+	}
+	held[0].Release(t.Context())
+}
