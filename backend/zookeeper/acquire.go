@@ -37,7 +37,10 @@ func (b *Backend) Acquire(ctx context.Context, key string, o backend.AcquireOpti
 		if errors.Is(err, errEvicted) {
 			err = b.failed(ctx, "taking the lock", key, err)
 		}
-		return l, err
+		if err != nil {
+			return nil, err // not a nil *lease in a non-nil Lease
+		}
+		return l, nil
 	}
 }
 
