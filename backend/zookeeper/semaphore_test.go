@@ -31,7 +31,7 @@ func TestNodeLimitIsInTheName(t *testing.T) {
 		{nodeName("RUN1", 1000) + "0000000007", 1000},
 		{nodeName("RUN1", 1) + "0000000007", 1},
 		{nodeName("RUN1", 0) + "0000000007", 1},
-		{nodeName("a-n3", 1) + "0000000007", 1}, // a run id that looks like a limit
+		{nodeName("a-n3", 1) + "0000000007", 1},                        // a run id that looks like a limit
 		{"_c_0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0-lock-0000000001", 1}, // Curator's mutex
 		{"0f1e2d3c4b5a69788796a5b4c3d2e1f0__lock__0000000001", 1},      // kazoo's Lock
 		{"_c_RUN-n-lock-0000000001", 1},
