@@ -16,6 +16,13 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	backendtest.BenchAcquireRelease(b, openTest(b, srv.URL()), backendtest.Key(nil), opts("a", false))
 }
 
+// BenchmarkSemaphoreAcquireRelease is BenchmarkAcquireRelease for one
+// holder of a semaphore of limit 3: the same requests.
+func BenchmarkSemaphoreAcquireRelease(b *testing.B) {
+	srv := zktest.Start(b)
+	backendtest.BenchAcquireRelease(b, openTest(b, srv.URL()), backendtest.Key(nil), semOpts("a", 3, false))
+}
+
 func BenchmarkRenew(b *testing.B) {
 	srv := zktest.Start(b)
 	backendtest.BenchRenew(b, openTest(b, srv.URL()), backendtest.Key(nil), opts("a", false))
