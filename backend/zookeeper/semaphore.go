@@ -47,7 +47,7 @@ func (b *Backend) semTurn(ctx context.Context, s *session, key, p string, kids [
 		return b.grant(ctx, s, key, p, o, st, ver)
 	case !o.Wait:
 		return nil, b.semHeld(ctx, s, key)
-	case i > free:
+	case i > max(free, 0):
 		// Not the first waiter: the predecessor's node changes when it
 		// is granted (its data) or leaves, and only then can this one
 		// be first. A release wakes the first waiter alone.
@@ -124,7 +124,7 @@ func (b *Backend) waitSlot(ctx context.Context, s *session, key string, kids []s
 	var held <-chan zk.Event
 	var ends <-chan time.Time
 	if len(holds) > 0 {
-		end := slices.MinFunc(holds, func(x, y hold) int { return int(x.Until - y.Until) }).Until
+		end := slices.MinFunc(holds, func(x, y hold) int { return cmp.Compare(x.Until, y.Until) }).Until
 		t := time.NewTimer(time.Until(micros(end)))
 		defer t.Stop()
 		ends = t.C
