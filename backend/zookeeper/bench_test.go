@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockrun/lockrun/backend"
 	"github.com/lockrun/lockrun/internal/backendtest"
 	"github.com/lockrun/lockrun/internal/zktest"
 )
@@ -42,5 +43,61 @@ func BenchmarkSession(b *testing.B) {
 			b.Fatal(err)
 		}
 		s.close()
+	}
+}
+
+// BenchmarkHandOff measures a plain lock's hand-off: from the holder's
+// Release to its queued waiter's grant.
+func BenchmarkHandOff(b *testing.B) { benchHandOff(b, 1) }
+
+// BenchmarkSemaphoreHandOff is BenchmarkHandOff for a full semaphore of
+// limit 3: one holder releases, the first waiter takes its slot.
+func BenchmarkSemaphoreHandOff(b *testing.B) { benchHandOff(b, 3) }
+
+func benchHandOff(b *testing.B, limit int) {
+	srv := zktest.Start(b)
+	be, key := openTest(b, srv.URL()), backendtest.Key(nil)
+	admin, err := be.adminSession(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
+	var held []backend.Lease
+	for range limit {
+		held = append(held, backendtest.MustAcquire(b, be, key, semOpts("h", limit, false)))
+	}
+	var lat []time.Duration
+	for b.Loop() {
+		got := make(chan backend.Lease, 1)
+		go func() {
+			l, err := be.Acquire(b.Context(), key, semOpts("w", limit, true))
+			if err != nil {
+				b.Error(err)
+			}
+			got <- l
+		}()
+		for { // until the waiter is queued
+			kids, err := contenders(b.Context(), be, admin, key)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(kids) > limit {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		released := time.Now()
+		if err := held[0].Release(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+		l := <-got
+		if l == nil {
+			return
+		}
+		lat = append(lat, time.Since(released))
+		held = append(held[1:], l)
+	}
+	backendtest.ReportLatencies(b, lat)
+	for _, l := range held {
+		_ = l.Release(b.Context())
 	}
 }

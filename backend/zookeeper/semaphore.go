@@ -265,6 +265,9 @@ func (b *Backend) ReleaseHolder(ctx context.Context, key string, token backend.T
 	if err := backend.ValidateKey(key); err != nil {
 		return err
 	}
+	if token == 0 { // no grant's token: the mark of a node not granted, or another client's
+		return b.lost(key, "no holder has token 0")
+	}
 	s, err := b.adminSession(ctx)
 	if err != nil {
 		return b.failed(ctx, "connecting", key, err)

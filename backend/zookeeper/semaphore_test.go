@@ -387,3 +387,27 @@ func TestMinHoldsKeepSlotsAcrossGrants(t *testing.T) {
 	_ = third.Release(t.Context())
 	_ = fourth.Release(t.Context())
 }
+
+// TestReleaseHolderOfTokenZeroBreaksNobody: another client's holder (a
+// Curator mutex's node) has no token; a token of 0 names no holder.
+func TestReleaseHolderOfTokenZeroBreaksNobody(t *testing.T) {
+	srv := zktest.Start(t)
+	b, raw, key := openTest(t, srv.URL()), rawConn(t, srv.Addr()), backendtest.Key(t)
+	admin, err := b.adminSession(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ensure(t.Context(), admin, b.lockPath(key)); err != nil {
+		t.Fatal(err)
+	}
+	p, err := raw.Create(b.lockPath(key)+"/_c_0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0-lock-", []byte("10.0.0.7"), zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ReleaseHolder(t.Context(), key, 0); !errors.Is(err, backend.ErrLost) {
+		t.Errorf("ReleaseHolder(0) = %v, want ErrLost", err)
+	}
+	if ok, _, err := raw.Exists(p); err != nil || !ok {
+		t.Errorf("the Curator holder's node after ReleaseHolder(0): exists %v, %v", ok, err)
+	}
+}
