@@ -411,3 +411,68 @@ func TestReleaseHolderOfTokenZeroBreaksNobody(t *testing.T) {
 		t.Errorf("the Curator holder's node after ReleaseHolder(0): exists %v, %v", ok, err)
 	}
 }
+
+// TestSemaphoreOutlivesAServerRestart: holders and a waiter keep their
+// sessions and nodes across a restart of the server (with its data), the
+// waiter's watch is set again on the new connection, and the next slot
+// and token follow.
+func TestSemaphoreOutlivesAServerRestart(t *testing.T) {
+	srv := zktest.Start(t)
+	key := backendtest.Key(t)
+	long := func(holder string, wait bool) backend.AcquireOptions {
+		o := semOpts(holder, 2, wait)
+		o.TTL = 5 * time.Second // outlives the restart and the client's redial
+		return o
+	}
+	var held []backend.Lease
+	for i := range 2 {
+		held = append(held, backendtest.MustAcquire(t, openTest(t, srv.URL()), key, long(fmt.Sprint("h", i), false)))
+	}
+	got := make(chan backend.Lease, 1)
+	go func() {
+		l, err := openTest(t, srv.URL()).Acquire(t.Context(), key, long("w", true))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	time.Sleep(300 * time.Millisecond)
+	srv.Restart()
+	renewed := func(l backend.Lease) error {
+		ctx, cancel := context.WithTimeout(t.Context(), 4*time.Second)
+		defer cancel()
+		for {
+			err := l.Renew(ctx)
+			if err == nil || errors.Is(err, backend.ErrLost) || ctx.Err() != nil {
+				return err
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	for i, l := range held {
+		if err := renewed(l); err != nil {
+			t.Fatalf("holder %d's Renew after the restart: %v", i, err)
+		}
+	}
+	select {
+	case l := <-got:
+		t.Fatalf("the waiter got a slot while both were held: %v", l)
+	default:
+	}
+	if err := held[1].Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case l := <-got:
+		if l == nil {
+			return
+		}
+		if l.Token() <= held[1].Token() {
+			t.Errorf("token %d after %d", l.Token(), held[1].Token())
+		}
+		_ = l.Release(t.Context())
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter did not get the slot released after the restart")
+	}
+	_ = held[0].Release(t.Context())
+}
