@@ -157,14 +157,15 @@ func TestWaiterThatGivesUpLeavesTheQueue(t *testing.T) {
 	h1 := backendtest.MustAcquire(t, openTest(t, srv.URL()), key, semOpts("h1", 2, false))
 	ctx, cancel := context.WithCancel(t.Context())
 	quit := make(chan error, 1)
+	quitter, patient := openTest(t, srv.URL()), openTest(t, srv.URL())
 	go func() {
-		_, err := openTest(t, srv.URL()).Acquire(ctx, key, semOpts("quitter", 2, true))
+		_, err := quitter.Acquire(ctx, key, semOpts("quitter", 2, true))
 		quit <- err
 	}()
 	time.Sleep(200 * time.Millisecond)
 	got := make(chan backend.Lease, 1)
 	go func() {
-		l, err := openTest(t, srv.URL()).Acquire(t.Context(), key, semOpts("patient", 2, true))
+		l, err := patient.Acquire(t.Context(), key, semOpts("patient", 2, true))
 		if err != nil {
 			t.Error(err)
 		}
@@ -206,8 +207,9 @@ func TestCrashedWaiterIsPassedOver(t *testing.T) {
 	go func() { _, _ = dead.Acquire(ctx, key, semOpts("dead", 2, true)) }()
 	time.Sleep(300 * time.Millisecond)
 	got := make(chan backend.Lease, 1)
+	next := p.open(t)
 	go func() {
-		l, err := p.open(t).Acquire(t.Context(), key, semOpts("next", 2, true))
+		l, err := next.Acquire(t.Context(), key, semOpts("next", 2, true))
 		if err != nil {
 			t.Error(err)
 		}
@@ -429,8 +431,9 @@ func TestSemaphoreOutlivesAServerRestart(t *testing.T) {
 		held = append(held, backendtest.MustAcquire(t, openTest(t, srv.URL()), key, long(fmt.Sprint("h", i), false)))
 	}
 	got := make(chan backend.Lease, 1)
+	w := openTest(t, srv.URL())
 	go func() {
-		l, err := openTest(t, srv.URL()).Acquire(t.Context(), key, long("w", true))
+		l, err := w.Acquire(t.Context(), key, long("w", true))
 		if err != nil {
 			t.Error(err)
 		}
