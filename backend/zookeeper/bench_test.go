@@ -6,6 +6,7 @@ import (
 
 	"github.com/lockrun/lockrun/backend"
 	"github.com/lockrun/lockrun/internal/backendtest"
+	"github.com/lockrun/lockrun/internal/netproxy"
 	"github.com/lockrun/lockrun/internal/zktest"
 )
 
@@ -101,3 +102,29 @@ func benchHandOff(b *testing.B, limit int) {
 		_ = l.Release(b.Context())
 	}
 }
+
+// BenchmarkAcquireReleaseRequests counts what one Acquire and Release of
+// a plain lock send to the server, through a proxy: requests (chunks
+// forwarded upstream; a session's pings fall in rarely, with a TTL of
+// 10 s) per acquire and release, the session's connect and close included.
+func BenchmarkAcquireReleaseRequests(b *testing.B) { benchRequests(b, 1) }
+
+func benchRequests(b *testing.B, limit int) {
+	srv := zktest.Start(b)
+	px := netproxy.Start(b, srv.Addr())
+	be, key := openTest(b, zktest.URL(px.Addr())), backendtest.Key(nil)
+	o := opts("a", false)
+	o.TTL, o.Limit = 10*time.Second, limit
+	before := px.Traffic(netproxy.Up).Chunks
+	for b.Loop() {
+		l := backendtest.MustAcquire(b, be, key, o)
+		if err := l.Release(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(px.Traffic(netproxy.Up).Chunks-before)/float64(b.N), "requests/op")
+}
+
+// BenchmarkSemaphoreAcquireReleaseRequests is
+// BenchmarkAcquireReleaseRequests for a semaphore of limit 3.
+func BenchmarkSemaphoreAcquireReleaseRequests(b *testing.B) { benchRequests(b, 3) }
