@@ -13,6 +13,8 @@ import (
 	"github.com/lockrun/lockrun/backend"
 )
 
+var _ backend.HolderReleaser = (*Backend)(nil)
+
 // A semaphore of limit N is the plain lock's queue with N slots: every
 // contender's node carries N in its name (see nodeName), and a node holds
 // a slot when fewer nodes are ahead of it than the slots the record's
