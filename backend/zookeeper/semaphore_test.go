@@ -49,19 +49,24 @@ func TestNodeLimitIsInTheName(t *testing.T) {
 
 // TestLimitsRacingNeverMix: contenders of three limits on one key, all
 // waiting, start together and come back after each refusal. Whoever is
-// inside at any moment shares one limit and is no more than it allows.
+// inside at any moment shares one limit and is no more than it allows,
+// and every token is above those of the leases released before it asked.
 func TestLimitsRacingNeverMix(t *testing.T) {
 	srv := zktest.Start(t)
 	key := backendtest.Key(t)
 	var mu sync.Mutex
 	inside := map[int]int{}
 	granted, refused := map[int]int{}, 0
+	var done backend.Token // the highest token of a lease released so far
 	deadline := time.Now().Add(8 * time.Second)
 	var wg sync.WaitGroup
 	for i, limit := range []int{1, 1, 2, 2, 2, 3, 3, 3, 3} {
 		b := openTest(t, srv.URL())
 		wg.Go(func() {
 			for n := 0; n < 6 && time.Now().Before(deadline); {
+				mu.Lock()
+				floor := done
+				mu.Unlock()
 				ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 				l, err := b.Acquire(ctx, key, semOpts(fmt.Sprint("c", i), limit, true))
 				cancel()
@@ -82,6 +87,9 @@ func TestLimitsRacingNeverMix(t *testing.T) {
 						t.Errorf("a holder of limit %d got in beside %d of limit %d", limit, k, other)
 					}
 				}
+				if l.Token() <= floor {
+					t.Errorf("token %d granted after token %d was released", l.Token(), floor)
+				}
 				inside[limit]++
 				if inside[limit] > limit {
 					t.Errorf("%d holders inside a semaphore of limit %d", inside[limit], limit)
@@ -95,6 +103,9 @@ func TestLimitsRacingNeverMix(t *testing.T) {
 				if err := l.Release(t.Context()); err != nil {
 					t.Errorf("contender %d release: %v", i, err)
 				}
+				mu.Lock()
+				done = max(done, l.Token())
+				mu.Unlock()
 				n++
 			}
 		})
