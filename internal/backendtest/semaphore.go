@@ -274,7 +274,7 @@ func (s *semSuite) releaseWakesAWaiter(t *testing.T) {
 	}()
 	time.Sleep(200 * time.Millisecond)
 	released := time.Now()
-	release(t, held[0])
+	release(t, held[1]) // not the oldest: a waiter watching only that one would sleep on
 	select {
 	case at := <-done:
 		if d := at.Sub(released); d > s.h.TTL/2 {
@@ -286,7 +286,7 @@ func (s *semSuite) releaseWakesAWaiter(t *testing.T) {
 	if w != nil {
 		release(t, w)
 	}
-	release(t, held[1])
+	release(t, held[0])
 }
 
 func (s *semSuite) crashedHolderFreesItsSlot(t *testing.T) {
