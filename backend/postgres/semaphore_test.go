@@ -1,6 +1,13 @@
 package postgres
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,4 +22,210 @@ func TestSemaphores(t *testing.T) {
 		Open: func(t *testing.T) backend.Backend { return open(t, raw) },
 		TTL:  time.Second,
 	}})
+}
+
+func semOpts(holder string, limit int) backend.AcquireOptions {
+	o := opts(holder)
+	o.Limit = limit
+	return o
+}
+
+// Checkpoints are a plain lock's: the semaphore's row carries its newest
+// holder's token, which must not pass the checkpoint's lease check.
+func TestSemaphoreHolderCannotCheckpoint(t *testing.T) {
+	b := open(t, pgtest.Isolated(t, pgtest.Shared()))
+	l, err := b.Acquire(t.Context(), "k", semOpts("a", 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetCheckpoint(t.Context(), "k", l.Token(), []byte("p")); !errors.Is(err, backend.ErrLost) {
+		t.Errorf("SetCheckpoint with a semaphore holder's token = %v, want ErrLost", err)
+	}
+	if _, ok, err := b.GetCheckpoint(t.Context(), "k"); ok || err != nil {
+		t.Errorf("GetCheckpoint after the refused write = %v, %v; want none", ok, err)
+	}
+}
+
+// Plain and semaphore acquirers racing for a free key: the winners all
+// asked for one limit, never more than it, and every loser is told why.
+func TestLimitsRaceForAFreeKey(t *testing.T) {
+	raw := pgtest.Isolated(t, pgtest.Shared())
+	const n, limit = 12, 3
+	clients := make([]*Backend, n)
+	for i := range clients {
+		clients[i] = open(t, raw)
+	}
+	for round := range 8 {
+		key := fmt.Sprint("k", round)
+		var mu sync.Mutex
+		won := map[int][]backend.Lease{}
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i, c := range clients {
+			want := []int{1, limit}[i%2]
+			wg.Go(func() {
+				<-start
+				l, err := c.Acquire(t.Context(), key, semOpts(fmt.Sprint("h", i), want))
+				var held *backend.HeldError
+				var mix *backend.LimitError
+				switch {
+				case err == nil:
+					mu.Lock()
+					won[want] = append(won[want], l)
+					mu.Unlock()
+				case errors.As(err, &mix) && mix.Want == want && mix.Have == limit+1-want:
+				case errors.As(err, &held):
+				default:
+					t.Errorf("round %d, limit %d: %v", round, want, err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if len(won) != 1 || len(won[1]) > 1 || len(won[limit]) > limit {
+			t.Fatalf("round %d: winners by limit %v; want one limit, within it", round, counts(won))
+		}
+		for _, ls := range won {
+			for _, l := range ls {
+				if err := l.Release(t.Context()); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+	}
+}
+
+func counts(m map[int][]backend.Lease) map[int]int {
+	c := map[int]int{}
+	for k, v := range m {
+		c[k] = len(v)
+	}
+	return c
+}
+
+// Many first users of a key at once: the row is inserted once, and
+// exactly limit of them get a slot, each with its own token.
+func TestSemaphoreFirstUseByMany(t *testing.T) {
+	raw := pgtest.Isolated(t, pgtest.Shared())
+	const n, limit = 16, 3
+	var mu sync.Mutex
+	tokens := map[backend.Token]bool{}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		b := open(t, raw)
+		wg.Go(func() {
+			<-start
+			l, err := b.Acquire(t.Context(), "k", semOpts(fmt.Sprint("h", i), limit))
+			if errors.Is(err, backend.ErrHeld) {
+				return
+			}
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if tokens[l.Token()] {
+				t.Errorf("token %d issued twice", l.Token())
+			}
+			tokens[l.Token()] = true
+		})
+	}
+	close(start)
+	wg.Wait()
+	if len(tokens) != limit {
+		t.Errorf("%d of %d first users got a slot of a semaphore of %d", len(tokens), n, limit)
+	}
+}
+
+// The token column is a bigint: a semaphore's grant at its limit fails
+// with ErrTokenRange and leaves the holders as they were; a full
+// semaphore is still just full.
+func TestSemaphoreTokensStopAtTheLimit(t *testing.T) {
+	b := open(t, pgtest.Isolated(t, pgtest.Shared()))
+	first, err := b.Acquire(t.Context(), "k", semOpts("a", 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgtest.Exec(t, pgtest.Shared(), fmt.Sprintf("UPDATE %s SET token = %d", b.Table(), int64(math.MaxInt64)))
+	if l, err := b.Acquire(t.Context(), "k", semOpts("b", 2)); !errors.Is(err, backend.ErrTokenRange) {
+		t.Fatalf("Acquire past the limit = %v, %v; want ErrTokenRange", l, err)
+	}
+	st, err := b.Inspect(t.Context(), "k")
+	if err != nil || len(st.Holders) != 1 || st.Token != first.Token() {
+		t.Errorf("Inspect after the refused grant = %+v, %v; want the first holder alone", st, err)
+	}
+	if err := first.Renew(t.Context()); err != nil {
+		t.Errorf("the first holder's Renew after the refused grant: %v", err)
+	}
+}
+
+// prevAcquire is the previous release's acquire statement, as an older
+// lockrun beside this one sends it.
+func prevAcquire(t *testing.T, b *Backend) string {
+	sql, err := os.ReadFile("testdata/acquire_0.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.ReplaceAll(string(sql), "{{table}}", b.Table())
+}
+
+// An older lockrun on the same table: its plain acquire finds a key held
+// while any semaphore holder is live, and takes it, with a higher token,
+// once they are gone; its plain row in turn keeps this lockrun's
+// semaphore out with a LimitError and reads as a plain holder.
+func TestOlderLockrunAndSemaphores(t *testing.T) {
+	b := open(t, pgtest.Isolated(t, pgtest.Shared()))
+	old := prevAcquire(t, b)
+	c, err := b.conns.get(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.conns.put(c)
+	oldAcquire := func(run string) (backend.Token, bool) {
+		t.Helper()
+		var tok backend.Token
+		var holder, runID string
+		var left, server int64
+		var ours bool
+		err := c.QueryRow(t.Context(), old, "k", "old-host", run, int64(time.Minute/time.Microsecond), `{"user":"old"}`).
+			Scan(&tok, &holder, &runID, &left, &ours, &server)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok, ours
+	}
+	a, err := b.Acquire(t.Context(), "k", semOpts("a", 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := b.Acquire(t.Context(), "k", semOpts("b", 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	release(t, a)
+	if _, ours := oldAcquire("old-1"); ours {
+		t.Fatal("an older lockrun took a key that a semaphore holder holds")
+	}
+	release(t, second)
+	tok, ours := oldAcquire("old-2")
+	if !ours || tok <= second.Token() {
+		t.Fatalf("older lockrun after the semaphore: ours %v, token %d after %d", ours, tok, second.Token())
+	}
+	st, err := b.Inspect(t.Context(), "k")
+	if err != nil || !st.Held || st.RunID != "old-2" || st.Info.User != "old" || st.Limit != 0 || st.Holders != nil {
+		t.Errorf("Inspect of an older lockrun's plain row = %+v, %v", st, err)
+	}
+	var mix *backend.LimitError
+	if _, err := b.Acquire(t.Context(), "k", semOpts("c", 2)); !errors.As(err, &mix) || mix.Have != 1 {
+		t.Errorf("semaphore Acquire over an older lockrun's plain lock = %v, want a LimitError (have 1)", err)
+	}
+}
+
+func release(t *testing.T, l backend.Lease) {
+	t.Helper()
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 }
