@@ -120,3 +120,31 @@ func (c counter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQu
 }
 
 func (counter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// BenchmarkSemaphoreAcquireRelease takes and gives back a slot of a
+// semaphore of limit 4 whose other three slots are held: one statement
+// each, on a row that carries every holder.
+func BenchmarkSemaphoreAcquireRelease(b *testing.B) {
+	be := semaphoreOf(b, 3)
+	backendtest.BenchAcquireRelease(b, be, "k", semOpts("h", 4))
+}
+
+// BenchmarkSemaphoreRenew renews one of a semaphore's four holders.
+func BenchmarkSemaphoreRenew(b *testing.B) {
+	be := semaphoreOf(b, 3)
+	backendtest.BenchRenew(b, be, "k", semOpts("h", 4))
+}
+
+// semaphoreOf returns a backend whose key "k", a semaphore of limit 4,
+// has n holders that outlast the benchmark.
+func semaphoreOf(b *testing.B, n int) *Backend {
+	be := open(b, pgtest.Isolated(b, pgtest.Shared()))
+	for i := range n {
+		o := semOpts(fmt.Sprint("other", i), 4)
+		o.TTL = time.Hour
+		if _, err := be.Acquire(b.Context(), "k", o); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return be
+}

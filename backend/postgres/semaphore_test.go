@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -228,4 +229,81 @@ func release(t *testing.T, l backend.Lease) {
 	if err := l.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Every operation on a lease is one statement, a plain lock's as before
+// (issue 18 measures them) and a semaphore's alike.
+func TestOneStatementPerOperation(t *testing.T) {
+	raw := pgtest.Isolated(t, pgtest.Shared())
+	for _, limit := range []int{1, 3} {
+		key := fmt.Sprint("k", limit)
+		if _, err := open(t, raw).Acquire(t.Context(), key, opts("warm")); err != nil { // creates the table
+			t.Fatal(err)
+		}
+		b := open(t, raw)
+		var n atomic.Int64
+		b.conns.cfg.Tracer = counter{&n}
+		key += "-counted"
+		step := func(what string, f func() error) {
+			t.Helper()
+			before := n.Load()
+			if err := f(); err != nil {
+				t.Fatalf("limit %d, %s: %v", limit, what, err)
+			}
+			if got := n.Load() - before; got != 1 {
+				t.Errorf("limit %d: %s sent %d statements, want 1", limit, what, got)
+			}
+		}
+		var l backend.Lease
+		step("acquire", func() (err error) { l, err = b.Acquire(t.Context(), key, semOpts("h", limit)); return err })
+		step("renew", func() error { return l.Renew(t.Context()) })
+		step("release", func() error { return l.Release(t.Context()) })
+	}
+}
+
+// A semaphore's release wakes the first waiter in line, not every
+// waiter, as the plain lock's does.
+func TestSemaphoreReleaseWakesOnlyTheFrontWaiter(t *testing.T) {
+	raw := pgtest.Isolated(t, pgtest.Shared())
+	const waiters, limit = 24, 2
+	held := make([]backend.Lease, limit)
+	for i := range held {
+		o := semOpts(fmt.Sprint("h", i), limit)
+		o.TTL = time.Minute // no expiry wakes anyone
+		l, err := open(t, raw).Acquire(t.Context(), "k", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held[i] = l
+	}
+	var stmts atomic.Int64
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	got := make(chan backend.Lease, waiters)
+	for i := range waiters {
+		b := open(t, raw)
+		b.conns.cfg.Tracer = counter{&stmts}
+		go func() {
+			o := semOpts(fmt.Sprint("w", i), limit)
+			o.Wait = true
+			l, err := b.Acquire(ctx, "k", o)
+			if err != nil && ctx.Err() == nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+	}
+	time.Sleep(time.Second) // all queued, the front one listening
+	before := stmts.Load()
+	release(t, held[0])
+	w := <-got
+	time.Sleep(200 * time.Millisecond) // the next front waiter settles in
+	n := stmts.Load() - before
+	t.Logf("%d statements by %d waiters for one freed slot", n, waiters)
+	if n > waiters/2 {
+		t.Errorf("%d statements by %d waiters for one freed slot: they are woken in a herd", n, waiters)
+	}
+	release(t, w)
+	release(t, held[1])
+	cancel()
 }
