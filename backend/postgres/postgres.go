@@ -5,7 +5,8 @@
 // session state is kept between statements and the backend works through a
 // transaction-pooling PgBouncer. Waiters queue in order of arrival; the one
 // at the front LISTENs on the key's channel and is woken by the NOTIFY that
-// a release sends in the same statement.
+// a release sends in the same statement. A semaphore (a limit above 1)
+// is the key's same row, carrying every holder; see sql/sem_acquire.sql.
 package postgres
 
 import (
