@@ -307,3 +307,53 @@ func TestSemaphoreReleaseWakesOnlyTheFrontWaiter(t *testing.T) {
 	release(t, held[1])
 	cancel()
 }
+
+// A waiter that dies in line (its session ends) leaves the line at once:
+// the waiter behind it moves to the front and takes a freed slot without
+// waiting for any lease to expire.
+func TestCrashedWaiterLeavesTheSemaphoresLine(t *testing.T) {
+	raw := pgtest.Isolated(t, pgtest.Shared())
+	b := open(t, raw)
+	const limit = 2
+	held := make([]backend.Lease, limit)
+	for i := range held {
+		o := semOpts(fmt.Sprint("h", i), limit)
+		o.TTL = time.Minute
+		l, err := b.Acquire(t.Context(), "k", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held[i] = l
+	}
+	front := stuckFront(t, b, "k")
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	got := make(chan error, 1)
+	var w backend.Lease
+	go func() {
+		o := semOpts("behind", limit)
+		o.Wait = true
+		var err error
+		w, err = open(t, raw).Acquire(ctx, "k", o)
+		got <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // queued behind the stuck front
+	release(t, held[0])                // the NOTIFY reaches no one listening
+	select {
+	case err := <-got:
+		t.Fatalf("the waiter passed a live front waiter: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	crashed := time.Now()
+	if err := front.Conn().Close(t.Context()); err != nil { // the session dies
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("waiter behind a crashed one: %v", err)
+	}
+	if d := time.Since(crashed); d > 5*time.Second {
+		t.Errorf("the freed slot went to the waiter %v after the one ahead crashed", d)
+	}
+	release(t, w)
+	release(t, held[1])
+}
