@@ -83,7 +83,7 @@ func decodeSemaphore(info *string) semState {
 func (b *Backend) trySemaphore(ctx context.Context, c *pgx.Conn, key string, o backend.AcquireOptions) (*lease, error) {
 	ttl, limit := roundUp(o.TTL), o.EffectiveLimit()
 	for range raceRetries {
-		var ours bool
+		var ours, retry bool
 		var token backend.Token
 		var have int
 		var holders string
@@ -92,7 +92,7 @@ func (b *Backend) trySemaphore(ctx context.Context, c *pgx.Conn, key string, o b
 		err := b.retryMissingTable(ctx, c, func() error {
 			start = time.Now()
 			return c.QueryRow(ctx, b.sql.semAcquire, key, o.Holder, o.RunID, ttl.Microseconds(), encodeInfo(o.Info), limit).
-				Scan(&ours, &token, &have, &holders, &server)
+				Scan(&ours, &token, &have, &holders, &server, &retry)
 		})
 		end := time.Now()
 		switch {
@@ -101,8 +101,8 @@ func (b *Backend) trySemaphore(ctx context.Context, c *pgx.Conn, key string, o b
 		case ours: // this statement started the lease's TTL, after start
 			skew := backend.Skew(start, end, time.UnixMicro(server))
 			return &lease{b: b, key: key, runID: o.RunID, token: token, ttl: ttl, start: start, skew: skew, minHold: o.MinHold, semaphore: true}, nil
-		case have == 0:
-			continue // a concurrent first acquirer of the key won
+		case retry:
+			continue // a concurrent statement changed the row first
 		case have != limit:
 			return nil, &backend.LimitError{Key: key, Want: limit, Have: have}
 		}

@@ -6,19 +6,16 @@
 -- row's latest version, locked. No row updated means the slot is lost:
 -- released, broken, expired or taken over.
 WITH clock AS MATERIALIZED (
-    SELECT (extract(epoch FROM now()) * 1000000)::bigint AS us
+    SELECT c.us, jsonb_build_object('run', $2::text, 'token', $3::bigint, 'now', c.us) AS v
+    FROM (SELECT (extract(epoch FROM now()) * 1000000)::bigint AS us) AS c
 )
 UPDATE {{table}} AS l
 SET expires_at = greatest(l.expires_at, now() + $4::bigint * interval '1 microsecond'),
-    info = jsonb_set(l.info::jsonb, '{holders}', (
-        SELECT jsonb_agg(CASE WHEN e ->> 'run' = $2 AND (e ->> 'token')::bigint = $3
-                              THEN e || jsonb_build_object('exp', clock.us + $4::bigint, 'renewed', clock.us)
-                              ELSE e END
-                         ORDER BY (e ->> 'token')::bigint)
-        FROM jsonb_array_elements(l.info::jsonb -> 'holders') AS e
-        WHERE (e ->> 'exp')::bigint > clock.us))::text
+    info = jsonb_set(l.info::jsonb, '{holders}',
+        jsonb_path_query_array(l.info::jsonb, '$.holders[*] ? (@.exp > $now && !(@.run == $run && @.token == $token))', clock.v)
+        || (jsonb_path_query_first(l.info::jsonb, '$.holders[*] ? (@.run == $run && @.token == $token)', clock.v)
+            || jsonb_build_object('exp', clock.us + $4::bigint, 'renewed', clock.us)))::text
 FROM clock
 WHERE l.key = $1 AND l.run_id = '' AND l.expires_at > now()
-    AND EXISTS (SELECT FROM jsonb_array_elements(l.info::jsonb -> 'holders') AS e
-                WHERE e ->> 'run' = $2 AND (e ->> 'token')::bigint = $3
-                    AND (e ->> 'exp')::bigint > clock.us AND e -> 'released' IS NULL)
+    AND jsonb_path_exists(l.info::jsonb,
+        '$.holders[*] ? (@.run == $run && @.token == $token && @.exp > $now && !(exists(@.released)))', clock.v)
