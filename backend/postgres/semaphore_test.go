@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/lockrun/lockrun/backend"
 	"github.com/lockrun/lockrun/internal/backendtest"
 	"github.com/lockrun/lockrun/internal/pgtest"
@@ -396,5 +398,35 @@ func TestConcurrentWritesToASemaphoreLoseNothing(t *testing.T) {
 	}
 	if len(want) > 0 {
 		t.Errorf("%d holders missing after concurrent writes: %v", len(want), want)
+	}
+}
+
+// Asking for a full semaphore reads its row and locks nothing, as a try
+// for a held plain lock does: a crowd of tries is not a convoy, and a
+// try does not wait behind the row's writers.
+func TestFullSemaphoreIsOnlyRead(t *testing.T) {
+	b := open(t, pgtest.Isolated(t, pgtest.Shared()))
+	for i := range 2 {
+		if _, err := b.Acquire(t.Context(), "k", semOpts(fmt.Sprint("h", i), 2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := pgx.ConnectConfig(t.Context(), b.conns.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	tx, err := c.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(t.Context(), "SELECT FROM "+b.Table()+" WHERE key = 'k' FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	if _, err := b.Acquire(ctx, "k", semOpts("late", 2)); !errors.Is(err, backend.ErrHeld) {
+		t.Errorf("Acquire of a full semaphore whose row is locked = %v; want ErrHeld at once", err)
 	}
 }
