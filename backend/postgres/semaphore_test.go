@@ -430,3 +430,27 @@ func TestFullSemaphoreIsOnlyRead(t *testing.T) {
 		t.Errorf("Acquire of a full semaphore whose row is locked = %v; want ErrHeld at once", err)
 	}
 }
+
+// A semaphore needs no column or table beyond the plain lock's: with DDL
+// forbidden at run time, lockrun init's table (the previous release's
+// layout) serves it, and without the table the error names init.
+func TestSemaphoreOnAnInitTable(t *testing.T) {
+	b := open(t, pgtest.WithParam(t, pgtest.Isolated(t, pgtest.Shared()), ParamCreateTable, "false"))
+	if _, err := b.Acquire(t.Context(), "k", semOpts("h", 2)); !errors.Is(err, backend.ErrConfig) || !contains(err, "lockrun init") {
+		t.Fatalf("semaphore Acquire without the table = %v, want ErrConfig naming lockrun init", err)
+	}
+	if err := b.ReleaseHolder(t.Context(), "k", 1); !errors.Is(err, backend.ErrLost) {
+		t.Errorf("ReleaseHolder without the table = %v, want ErrLost", err)
+	}
+	if err := b.Init(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	l, err := b.Acquire(t.Context(), "k", semOpts("h", 2))
+	if err != nil {
+		t.Fatalf("semaphore Acquire after Init: %v", err)
+	}
+	if err := l.Renew(t.Context()); err != nil {
+		t.Errorf("Renew: %v", err)
+	}
+	release(t, l)
+}
