@@ -110,7 +110,7 @@ func (b *Backend) trySemaphore(ctx context.Context, c *pgx.Conn, key string, o b
 		_ = json.Unmarshal([]byte(holders), &s.Holders) // the server's jsonb: well formed
 		return nil, &backend.HeldError{Status: s.status(key, 0, server)}
 	}
-	return nil, &backend.HeldError{Status: backend.Status{Key: key, Held: true, Limit: limit}}
+	return nil, &backend.HeldError{Status: backend.Status{Key: key, Held: true}}
 }
 
 // ReleaseHolder breaks the holder of key whose token is token, in one
