@@ -454,3 +454,35 @@ func TestSemaphoreOnAnInitTable(t *testing.T) {
 	}
 	release(t, l)
 }
+
+// An Acquire retried with the same run id (its first reply was lost)
+// takes no second slot: it keeps the slot's token and restarts its lease.
+func TestRetriedSemaphoreAcquireKeepsOneSlot(t *testing.T) {
+	b := open(t, pgtest.Isolated(t, pgtest.Shared()))
+	o := semOpts("a", 2)
+	first, err := b.Acquire(t.Context(), "k", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // half the lease
+	retry, err := b.Acquire(t.Context(), "k", o)
+	if err != nil {
+		t.Fatalf("retried Acquire: %v", err)
+	}
+	if retry.Token() != first.Token() {
+		t.Errorf("retried Acquire changed the token from %d to %d", first.Token(), retry.Token())
+	}
+	st, err := b.Inspect(t.Context(), "k")
+	if err != nil || len(st.Holders) != 1 {
+		t.Fatalf("Inspect after a retried Acquire = %+v, %v; want one holder", st, err)
+	}
+	if st.TTL < o.TTL-700*time.Millisecond { // unrestarted: 1s left
+		t.Errorf("the retried slot has %v left of %v: its lease did not restart", st.TTL, o.TTL)
+	}
+	other, err := b.Acquire(t.Context(), "k", semOpts("b", 2))
+	if err != nil {
+		t.Fatalf("the second slot after a retried Acquire: %v", err)
+	}
+	release(t, other)
+	release(t, retry)
+}
