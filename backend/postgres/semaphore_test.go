@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -49,99 +46,6 @@ func TestSemaphoreHolderCannotCheckpoint(t *testing.T) {
 	}
 }
 
-// Plain and semaphore acquirers racing for a free key: the winners all
-// asked for one limit, never more than it, and every loser is told why.
-func TestLimitsRaceForAFreeKey(t *testing.T) {
-	raw := pgtest.Isolated(t, pgtest.Shared())
-	const n, limit = 12, 3
-	clients := make([]*Backend, n)
-	for i := range clients {
-		clients[i] = open(t, raw)
-	}
-	for round := range 8 {
-		key := fmt.Sprint("k", round)
-		var mu sync.Mutex
-		won := map[int][]backend.Lease{}
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for i, c := range clients {
-			want := []int{1, limit}[i%2]
-			wg.Go(func() {
-				<-start
-				l, err := c.Acquire(t.Context(), key, semOpts(fmt.Sprint("h", i), want))
-				var held *backend.HeldError
-				var mix *backend.LimitError
-				switch {
-				case err == nil:
-					mu.Lock()
-					won[want] = append(won[want], l)
-					mu.Unlock()
-				case errors.As(err, &mix) && mix.Want == want && mix.Have == limit+1-want:
-				case errors.As(err, &held):
-				default:
-					t.Errorf("round %d, limit %d: %v", round, want, err)
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
-		if len(won) != 1 || len(won[1]) > 1 || len(won[limit]) > limit {
-			t.Fatalf("round %d: winners by limit %v; want one limit, within it", round, counts(won))
-		}
-		for _, ls := range won {
-			for _, l := range ls {
-				if err := l.Release(t.Context()); err != nil {
-					t.Error(err)
-				}
-			}
-		}
-	}
-}
-
-func counts(m map[int][]backend.Lease) map[int]int {
-	c := map[int]int{}
-	for k, v := range m {
-		c[k] = len(v)
-	}
-	return c
-}
-
-// Many first users of a key at once: the row is inserted once, and
-// exactly limit of them get a slot, each with its own token.
-func TestSemaphoreFirstUseByMany(t *testing.T) {
-	raw := pgtest.Isolated(t, pgtest.Shared())
-	const n, limit = 16, 3
-	var mu sync.Mutex
-	tokens := map[backend.Token]bool{}
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		b := open(t, raw)
-		wg.Go(func() {
-			<-start
-			l, err := b.Acquire(t.Context(), "k", semOpts(fmt.Sprint("h", i), limit))
-			if errors.Is(err, backend.ErrHeld) {
-				return
-			}
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if tokens[l.Token()] {
-				t.Errorf("token %d issued twice", l.Token())
-			}
-			tokens[l.Token()] = true
-		})
-	}
-	close(start)
-	wg.Wait()
-	if len(tokens) != limit {
-		t.Errorf("%d of %d first users got a slot of a semaphore of %d", len(tokens), n, limit)
-	}
-}
-
 // The token column is a bigint: a semaphore's grant at its limit fails
 // with ErrTokenRange and leaves the holders as they were; a full
 // semaphore is still just full.
@@ -161,68 +65,6 @@ func TestSemaphoreTokensStopAtTheLimit(t *testing.T) {
 	}
 	if err := first.Renew(t.Context()); err != nil {
 		t.Errorf("the first holder's Renew after the refused grant: %v", err)
-	}
-}
-
-// prevAcquire is the previous release's acquire statement, as an older
-// lockrun beside this one sends it.
-func prevAcquire(t *testing.T, b *Backend) string {
-	sql, err := os.ReadFile("testdata/acquire_0.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.ReplaceAll(string(sql), "{{table}}", b.Table())
-}
-
-// An older lockrun on the same table: its plain acquire finds a key held
-// while any semaphore holder is live, and takes it, with a higher token,
-// once they are gone; its plain row in turn keeps this lockrun's
-// semaphore out with a LimitError and reads as a plain holder.
-func TestOlderLockrunAndSemaphores(t *testing.T) {
-	b := open(t, pgtest.Isolated(t, pgtest.Shared()))
-	old := prevAcquire(t, b)
-	c, err := b.conns.get(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.conns.put(c)
-	oldAcquire := func(run string) (backend.Token, bool) {
-		t.Helper()
-		var tok backend.Token
-		var holder, runID string
-		var left, server int64
-		var ours bool
-		err := c.QueryRow(t.Context(), old, "k", "old-host", run, int64(time.Minute/time.Microsecond), `{"user":"old"}`).
-			Scan(&tok, &holder, &runID, &left, &ours, &server)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tok, ours
-	}
-	a, err := b.Acquire(t.Context(), "k", semOpts("a", 2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	second, err := b.Acquire(t.Context(), "k", semOpts("b", 2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	release(t, a)
-	if _, ours := oldAcquire("old-1"); ours {
-		t.Fatal("an older lockrun took a key that a semaphore holder holds")
-	}
-	release(t, second)
-	tok, ours := oldAcquire("old-2")
-	if !ours || tok <= second.Token() {
-		t.Fatalf("older lockrun after the semaphore: ours %v, token %d after %d", ours, tok, second.Token())
-	}
-	st, err := b.Inspect(t.Context(), "k")
-	if err != nil || !st.Held || st.RunID != "old-2" || st.Info.User != "old" || st.Limit != 0 || st.Holders != nil {
-		t.Errorf("Inspect of an older lockrun's plain row = %+v, %v", st, err)
-	}
-	var mix *backend.LimitError
-	if _, err := b.Acquire(t.Context(), "k", semOpts("c", 2)); !errors.As(err, &mix) || mix.Have != 1 {
-		t.Errorf("semaphore Acquire over an older lockrun's plain lock = %v, want a LimitError (have 1)", err)
 	}
 }
 
@@ -324,83 +166,6 @@ func TestCrashedWaiterLeavesTheSemaphoresLine(t *testing.T) {
 	release(t, held[1])
 }
 
-// Renewals, releases and grants of one semaphore's holders at once each
-// rewrite the one row: none may work on a version another has replaced,
-// or a released holder would come back, or a grant or renewal be lost.
-func TestConcurrentWritesToASemaphoreLoseNothing(t *testing.T) {
-	raw := pgtest.Isolated(t, pgtest.Shared())
-	const limit, n = 30, 10 // n holders renew, n release, n are granted
-	b := open(t, raw)
-	leases := make([]backend.Lease, 2*n)
-	for i := range leases {
-		o := semOpts(fmt.Sprint("h", i), limit)
-		o.TTL = time.Minute
-		l, err := b.Acquire(t.Context(), "k", o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		leases[i] = l
-	}
-	time.Sleep(200 * time.Millisecond)
-	renewed := time.Now()
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	granted := make([]backend.Lease, n)
-	for i := range n {
-		c := open(t, raw)
-		wg.Go(func() {
-			<-start
-			if err := leases[i].Renew(t.Context()); err != nil {
-				t.Errorf("renew %d: %v", i, err)
-			}
-		})
-		wg.Go(func() {
-			<-start
-			if err := leases[n+i].Release(t.Context()); err != nil {
-				t.Errorf("release %d: %v", n+i, err)
-			}
-		})
-		wg.Go(func() {
-			<-start
-			o := semOpts(fmt.Sprint("new", i), limit)
-			o.TTL = time.Minute
-			l, err := c.Acquire(t.Context(), "k", o)
-			if err != nil {
-				t.Errorf("grant %d: %v", i, err)
-			}
-			granted[i] = l
-		})
-	}
-	close(start)
-	wg.Wait()
-	want := map[backend.Token]bool{}
-	for _, l := range append(leases[:n:n], granted...) {
-		if l != nil {
-			want[l.Token()] = true
-		}
-	}
-	st, err := b.Inspect(t.Context(), "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	renewers := map[backend.Token]bool{}
-	for _, l := range leases[:n] {
-		renewers[l.Token()] = true
-	}
-	for _, h := range st.Holders {
-		if !want[h.Token] {
-			t.Errorf("holder %d (run %s) is live after its release", h.Token, h.RunID)
-		}
-		delete(want, h.Token)
-		if renewers[h.Token] && h.Renewed.Before(renewed.Add(-50*time.Millisecond)) {
-			t.Errorf("holder %s's renewal was lost: renewed %v", h.Holder, h.Renewed)
-		}
-	}
-	if len(want) > 0 {
-		t.Errorf("%d holders missing after concurrent writes: %v", len(want), want)
-	}
-}
-
 // Asking for a full semaphore reads its row and locks nothing, as a try
 // for a held plain lock does: a crowd of tries is not a convoy, and a
 // try does not wait behind the row's writers.
@@ -429,30 +194,6 @@ func TestFullSemaphoreIsOnlyRead(t *testing.T) {
 	if _, err := b.Acquire(ctx, "k", semOpts("late", 2)); !errors.Is(err, backend.ErrHeld) {
 		t.Errorf("Acquire of a full semaphore whose row is locked = %v; want ErrHeld at once", err)
 	}
-}
-
-// A semaphore needs no column or table beyond the plain lock's: with DDL
-// forbidden at run time, lockrun init's table (the previous release's
-// layout) serves it, and without the table the error names init.
-func TestSemaphoreOnAnInitTable(t *testing.T) {
-	b := open(t, pgtest.WithParam(t, pgtest.Isolated(t, pgtest.Shared()), ParamCreateTable, "false"))
-	if _, err := b.Acquire(t.Context(), "k", semOpts("h", 2)); !errors.Is(err, backend.ErrConfig) || !contains(err, "lockrun init") {
-		t.Fatalf("semaphore Acquire without the table = %v, want ErrConfig naming lockrun init", err)
-	}
-	if err := b.ReleaseHolder(t.Context(), "k", 1); !errors.Is(err, backend.ErrLost) {
-		t.Errorf("ReleaseHolder without the table = %v, want ErrLost", err)
-	}
-	if err := b.Init(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	l, err := b.Acquire(t.Context(), "k", semOpts("h", 2))
-	if err != nil {
-		t.Fatalf("semaphore Acquire after Init: %v", err)
-	}
-	if err := l.Renew(t.Context()); err != nil {
-		t.Errorf("Renew: %v", err)
-	}
-	release(t, l)
 }
 
 // An Acquire retried with the same run id (its first reply was lost)
