@@ -1,12 +1,15 @@
 package redlock
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/lockrun/lockrun/backend"
 	"github.com/lockrun/lockrun/internal/backendtest"
@@ -154,4 +157,42 @@ func TestSemRacersNeverExceedTheLimit(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// A waiter whose ctx ends leaves the queue on every master at once, so
+// the waiters behind it are not held back by its entries.
+func TestSemWaiterThatGivesUpLeavesEveryQueue(t *testing.T) {
+	srvs := masters(t, 3)
+	b := open(t, urlOf(srvs))
+	for _, h := range []string{"a", "b"} {
+		backendtest.MustAcquire(t, b, "k", semOpts(h, 2, time.Minute))
+	}
+	q := b.names("k").sem[3]
+	var clients []*goredis.Client
+	for _, s := range srvs {
+		clients = append(clients, s.Client(t))
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		o := semOpts("quitter", 2, time.Minute)
+		o.Wait = true
+		_, err := open(t, urlOf(srvs)).Acquire(ctx, "k", o)
+		done <- err
+	}()
+	for queued := 0; queued < len(srvs); time.Sleep(time.Millisecond) {
+		queued = 0
+		for _, c := range clients {
+			queued += int(c.ZCard(t.Context(), q).Val())
+		}
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled waiter: %v", err)
+	}
+	for i, c := range clients {
+		if n := c.ZCard(t.Context(), q).Val(); n != 0 {
+			t.Errorf("%d waiters still queued on %s after the only one gave up", n, srvs[i].Addr())
+		}
+	}
 }

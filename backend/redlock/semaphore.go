@@ -89,13 +89,14 @@ func (b *Backend) waitSem(ctx context.Context, r *request, l *listener) (backend
 
 // leave takes a waiter that stopped waiting out of every master's queue
 // that answers, so that the waiters behind it need not wait for its
-// entries to end.
+// entries to end. It returns once a majority answered, and a little
+// more (linger); the calls to slower masters go on in the background.
 func (b *Backend) leave(r *request) {
-	ctx, cancel := context.WithTimeout(context.Background(), b.opt.ReadTimeout)
-	defer cancel()
-	fanout(ctx, b.masters, func(ctx context.Context, m *master) (int64, error) {
+	ctx, stop := detached(context.Background(), b.callTimeout(r.o.TTL))
+	defer stop()
+	fanoutLinger(ctx, b.masters, func(ctx context.Context, m *master) (int64, error) {
 		return b.scripts.semLeave.Run(ctx, m.client, r.names.sem, r.waiter, r.names.wake).Int64()
-	}, nil)
+	}, func(rs []reply[int64]) bool { return answered(rs) >= b.quorum }, b.linger(r.o.TTL))
 }
 
 // trySem makes one attempt at a slot: a peek at every master, then, when
