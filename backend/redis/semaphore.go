@@ -78,7 +78,7 @@ func (b *Backend) waitSem(ctx context.Context, r request, l *listener) (backend.
 		a, err := b.trySem(ctx, r, l.id)
 		if cause := context.Cause(ctx); cause != nil {
 			if a.lease != nil {
-				b.giveBack(a.lease)
+				b.giveBackNow(a.lease)
 			}
 			return nil, fmt.Errorf("waiting for lock %q: %w", r.key, cause)
 		}
@@ -147,4 +147,12 @@ func (b *Backend) parseSemAttempt(r request, res []any, start, end time.Time) (a
 		return attempt{held: st, retry: time.Duration(max(ms, 0)) * time.Millisecond}, nil
 	}
 	return attempt{}, fmt.Errorf("%w: acquire reply %v", errMalformed, res)
+}
+
+// giveBackNow frees a slot granted after its caller stopped waiting, at
+// once: it was never used, so it keeps no minimum hold.
+func (b *Backend) giveBackNow(l backend.Lease) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.opt.ReadTimeout)
+	defer cancel()
+	_ = backend.GiveBack(ctx, l)
 }

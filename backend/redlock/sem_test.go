@@ -196,3 +196,33 @@ func TestSemWaiterThatGivesUpLeavesEveryQueue(t *testing.T) {
 		}
 	}
 }
+
+// A plain grant and a semaphore's racing for a free key on 3 masters: one
+// kind wins, never both; the other is refused (a *LimitError once a
+// majority shows the winner, ErrHeld while the masters are split).
+func TestSemLimitMismatchRacingAGrant(t *testing.T) {
+	raw := urlOf(masters(t, 3))
+	b, other := open(t, raw), open(t, raw)
+	for round := range 20 {
+		key := fmt.Sprint("k", round)
+		var wg sync.WaitGroup
+		var plain, sem backend.Lease
+		var perr, serr error
+		wg.Go(func() { plain, perr = b.Acquire(t.Context(), key, opts("plain", time.Minute)) })
+		wg.Go(func() { sem, serr = other.Acquire(t.Context(), key, semOpts("sem", 3, time.Minute)) })
+		wg.Wait()
+		if perr == nil && serr == nil {
+			t.Fatalf("round %d: a plain lock and a semaphore were both granted", round)
+		}
+		for _, err := range []error{perr, serr} {
+			if err != nil && !errors.Is(err, backend.ErrLimitMismatch) && !errors.Is(err, backend.ErrHeld) {
+				t.Errorf("round %d: the loser's Acquire = %v, want a LimitError or ErrHeld", round, err)
+			}
+		}
+		for _, l := range []backend.Lease{plain, sem} {
+			if l != nil {
+				l.Release(t.Context())
+			}
+		}
+	}
+}

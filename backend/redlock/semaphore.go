@@ -74,7 +74,7 @@ func (b *Backend) waitSem(ctx context.Context, r *request, l *listener) (backend
 		a, err := b.tryHard(ctx, r, b.trySem)
 		if cause := context.Cause(ctx); cause != nil {
 			if a.lease != nil {
-				b.giveBack(a.lease)
+				b.giveBackNow(a.lease)
 			}
 			return nil, fmt.Errorf("waiting for lock %q: %w", r.key, cause)
 		}
@@ -160,4 +160,12 @@ func (b *Backend) abandonSem(r *request, value string, g round) {
 	abandonWith(b.masters, g, func(ms []*master, decided func([]reply[int64]) bool) {
 		b.semReleaseOn(context.Background(), ms, r.names, value, 0, r.o.TTL, g.landed, decided)
 	})
+}
+
+// giveBackNow frees a slot granted after its caller stopped waiting, at
+// once: it was never used, so it keeps no minimum hold.
+func (b *Backend) giveBackNow(l backend.Lease) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.opt.ReadTimeout)
+	defer cancel()
+	_ = backend.GiveBack(ctx, l)
 }
