@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -25,7 +26,7 @@ type request struct {
 // attempt is the outcome of one run of acquire.lua: a lease, or the holder
 // and when to try again.
 type attempt struct {
-	lease *lease
+	lease backend.Lease
 	held  backend.Status
 	retry time.Duration // when the holder's lease can have expired
 	place string        // this waiter's place in the queue, kept across tries
@@ -40,6 +41,9 @@ func (b *Backend) Acquire(ctx context.Context, key string, o backend.AcquireOpti
 		return nil, err
 	}
 	r := request{key: key, names: b.names(key), o: o, ttlMS: millis(o.TTL), info: encodeInfo(o.Info)}
+	if o.EffectiveLimit() > 1 {
+		return b.acquireSem(ctx, r)
+	}
 	// The first try does not queue: a free lock costs one round trip.
 	a, err := b.try(ctx, r, "", "")
 	switch {
@@ -67,7 +71,7 @@ func (b *Backend) wait(ctx context.Context, r request) (backend.Lease, error) {
 		a, err := b.try(ctx, r, l.id, place)
 		if cause := context.Cause(ctx); cause != nil {
 			if a.lease != nil {
-				giveBack(a.lease)
+				b.giveBack(a.lease)
 			}
 			return nil, fmt.Errorf("waiting for lock %q: %w", r.key, cause)
 		}
@@ -87,23 +91,29 @@ func (b *Backend) wait(ctx context.Context, r request) (backend.Lease, error) {
 // try runs acquire.lua once; a non-empty waiter is queued when the lock is
 // held.
 func (b *Backend) try(ctx context.Context, r request, waiter, place string) (attempt, error) {
-	keys := []string{r.names.lock, r.names.counter, r.names.queue, r.names.meta}
+	keys := r.names.with(r.names.lock, r.names.counter, r.names.queue, r.names.meta)
 	start := time.Now() // before the request: the server's TTL starts later
-	res, err := b.scripts.acquire.Run(ctx, b.client, keys, r.ttlMS, r.o.RunID, r.o.Holder, waiter, place, r.info).Slice()
+	res, err := b.scripts.acquire.Run(ctx, b.client, keys, r.ttlMS, r.o.RunID, r.o.Holder, waiter, place, r.info, r.names.wake).Slice()
 	if err != nil {
 		return attempt{}, b.acquireFailed(r.key, err)
 	}
 	a, err := b.parseAttempt(r, res, start, time.Now())
+	if err != nil && !errors.Is(err, backend.ErrLimitMismatch) {
+		err = b.unavailable("acquire", r.key, err)
+	}
 	if err != nil {
-		return attempt{}, b.unavailable("acquire", r.key, err)
+		return attempt{}, err
 	}
 	return a, nil
 }
 
 // parseAttempt reads acquire.lua's reply: {granted, value, ms[, place or
-// server time]}, where ms is the granted TTL, or the holder's PTTL (-1: no
+// server time]}, or {2, limit} for a semaphore's key, where ms is the granted TTL, or the holder's PTTL (-1: no
 // expiry); start and end are the local times around the request.
 func (b *Backend) parseAttempt(r request, res []any, start, end time.Time) (attempt, error) {
+	if len(res) == 2 && res[0] == int64(grantMismatch) {
+		return attempt{}, b.mismatch(r, res[1])
+	}
 	if len(res) < 3 {
 		return attempt{}, fmt.Errorf("%w: acquire reply %v", errMalformed, res)
 	}
@@ -134,8 +144,8 @@ func (b *Backend) parseAttempt(r request, res []any, start, end time.Time) (atte
 }
 
 // giveBack releases a lease granted after its caller stopped waiting.
-func giveBack(l *lease) {
-	ctx, cancel := context.WithTimeout(context.Background(), l.b.opt.ReadTimeout)
+func (b *Backend) giveBack(l backend.Lease) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.opt.ReadTimeout)
 	defer cancel()
 	_ = l.Release(ctx)
 }

@@ -101,3 +101,11 @@ func (h *handOffs) run(ctx context.Context, done context.CancelFunc, be *Backend
 func serverRoundTrips(b testing.TB, c *goredis.Client) int {
 	return commandCalls(b, c, "evalsha", "eval", "subscribe")
 }
+
+// BenchmarkSemAcquireRelease is BenchmarkAcquireRelease for a slot of a
+// semaphore of limit 4.
+func BenchmarkSemAcquireRelease(b *testing.B) {
+	o := opts("h", time.Minute)
+	o.Limit = 4
+	backendtest.BenchAcquireRelease(b, open(b, redistest.Start(b).URL()), "k", o)
+}

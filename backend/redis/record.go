@@ -51,7 +51,8 @@ func micros(v any) time.Time {
 // scanBatch is how many keys one SCAN step asks the server to look at.
 const scanBatch = 500
 
-// List reports the held locks whose key starts with prefix, sorted by key.
+// List reports the held locks (plain ones and semaphores) whose key
+// starts with prefix, sorted by key.
 // It walks the server's keys with SCAN (never KEYS, which blocks the
 // server), then inspects each lock it found; a lock taken or freed during
 // the walk may or may not be listed.
@@ -61,12 +62,17 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]backend.Status, er
 			return nil, err
 		}
 	}
-	pattern := globEscape(b.prefix+"{"+prefix) + "*}:lock"
+	// ":l*" matches a plain lock's ":lock" and a semaphore's ":limit",
+	// and none of the other parts of a key.
+	pattern := globEscape(b.prefix+"{"+prefix) + "*}:l*"
 	var keys []string
 	iter := b.client.Scan(ctx, 0, pattern, scanBatch).Iterator()
 	for iter.Next(ctx) {
-		name := strings.TrimSuffix(strings.TrimPrefix(iter.Val(), b.prefix+"{"), "}:lock")
-		if backend.ValidateKey(name) == nil && !slices.Contains(keys, name) {
+		name, ok := strings.CutSuffix(strings.TrimPrefix(iter.Val(), b.prefix+"{"), "}:lock")
+		if !ok {
+			name, ok = strings.CutSuffix(strings.TrimPrefix(iter.Val(), b.prefix+"{"), "}:limit")
+		}
+		if ok && backend.ValidateKey(name) == nil && !slices.Contains(keys, name) {
 			keys = append(keys, name)
 		}
 	}

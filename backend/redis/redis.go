@@ -19,6 +19,9 @@
 // up to INCR's limit, 2^63-1; past it a grant fails with
 // backend.ErrTokenRange.
 //
+// Semaphores (AcquireOptions.Limit > 1) keep their holders beside the
+// plain lock's key, under the same hash tag: see semaphore.go.
+//
 // Waiting: a waiter subscribes to its own channel, then tries; when the
 // lock is held the same script puts it in a queue ordered by arrival. A
 // release pops the queue until a PUBLISH reaches a live waiter, so each
@@ -89,12 +92,20 @@ type names struct {
 	lock, counter, queue string
 	wake                 string // prefix of the waiters' channels
 	meta                 string // the holder's record: see record.go
+	// sem is a semaphore's parts, in the order lua/sem.lua's sem_keys
+	// reads them: limit, slots, records, queue, queue entries' ends.
+	sem []string
 }
 
 func (b *Backend) names(key string) names {
 	base := b.prefix + "{" + key + "}:"
-	return names{lock: base + "lock", counter: base + "token", queue: base + "queue", wake: base + "wake:", meta: base + "meta"}
+	return names{lock: base + "lock", counter: base + "token", queue: base + "queue", wake: base + "wake:", meta: base + "meta",
+		sem: []string{base + "limit", base + "slots", base + "slotrec", base + "slotq", base + "slotqend"}}
 }
+
+// with is keys followed by the semaphore's parts, for the scripts that
+// read both.
+func (n names) with(keys ...string) []string { return append(keys, n.sem...) }
 
 // errMalformed means a reply or a stored value is not what lockrun writes:
 // someone else uses the same keys.

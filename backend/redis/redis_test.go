@@ -115,3 +115,11 @@ func TestOperators(t *testing.T) {
 		TTL:  time.Second,
 	}})
 }
+
+func TestSemaphores(t *testing.T) {
+	srv := redistest.Start(t)
+	backendtest.RunSemaphores(t, backendtest.Operators{Harness: backendtest.Harness{
+		Open: func(t *testing.T) backend.Backend { return open(t, srv.URL()) },
+		TTL:  time.Second,
+	}})
+}

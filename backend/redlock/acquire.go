@@ -38,7 +38,7 @@ type request struct {
 
 // attempt is the outcome of one try: a lease, or who holds the lock.
 type attempt struct {
-	lease     *lease
+	lease     backend.Lease
 	held      backend.Status // its TTL is when a majority can be free
 	contended bool           // no one holds a majority: worth trying again soon
 }
@@ -58,7 +58,10 @@ func (b *Backend) Acquire(ctx context.Context, key string, o backend.AcquireOpti
 		return nil, fmt.Errorf("%w: lock %q: holder info: %w", backend.ErrInvalidOptions, key, err)
 	}
 	r := &request{key: key, names: b.names(key), o: o, px: millis(o.TTL) + millis(drift(o.TTL)), info: string(info)}
-	a, err := b.tryHard(ctx, r)
+	if o.EffectiveLimit() > 1 {
+		return b.acquireSem(ctx, r)
+	}
+	a, err := b.tryHard(ctx, r, b.try)
 	switch {
 	case err != nil:
 		return nil, err
@@ -81,10 +84,10 @@ func (b *Backend) wait(ctx context.Context, r *request) (backend.Lease, error) {
 	}
 	defer l.close()
 	for {
-		a, err := b.tryHard(ctx, r)
+		a, err := b.tryHard(ctx, r, b.try)
 		if cause := context.Cause(ctx); cause != nil {
 			if a.lease != nil {
-				giveBack(a.lease)
+				b.giveBack(a.lease)
 			}
 			return nil, fmt.Errorf("waiting for lock %q: %w", r.key, cause)
 		}
@@ -106,12 +109,13 @@ func (b *Backend) wait(ctx context.Context, r *request) (backend.Lease, error) {
 // racers fall out of step and one of them wins.
 const contendedTries = 8
 
-// tryHard tries until the lock is granted, held by a majority, or still
-// contended after contendedTries.
-func (b *Backend) tryHard(ctx context.Context, r *request) (attempt, error) {
+// tryHard tries (with try: a plain lock's or a semaphore's) until the
+// lock is granted, held by a majority, or still contended after
+// contendedTries.
+func (b *Backend) tryHard(ctx context.Context, r *request, try func(context.Context, *request) (attempt, error)) (attempt, error) {
 	pause := time.Millisecond
 	for i := 1; ; i++ {
-		a, err := b.try(ctx, r)
+		a, err := try(ctx, r)
 		if err != nil || !a.contended || i == contendedTries {
 			return a, err
 		}
@@ -127,8 +131,8 @@ func (b *Backend) tryHard(ctx context.Context, r *request) (attempt, error) {
 }
 
 // giveBack releases a lease granted after its caller stopped waiting.
-func giveBack(l *lease) {
-	ctx, cancel := context.WithTimeout(context.Background(), l.b.opt.ReadTimeout)
+func (b *Backend) giveBack(l backend.Lease) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.opt.ReadTimeout)
 	defer cancel()
 	_ = l.Release(ctx)
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/lockrun/lockrun/backend"
 )
 
@@ -14,6 +16,8 @@ const (
 	grantHeld    = 0
 	grantGranted = 1
 	grantStale   = 2
+	grantLimit   = 3 // the key is held or awaited with another limit there
+	grantQueued  = 4 // a semaphore's waiters queued first are still to be served
 )
 
 // grantReply is one master's answer to grant.lua.
@@ -34,6 +38,9 @@ func (b *Backend) try(ctx context.Context, r *request) (attempt, error) {
 	if n := answered(v.replies); n < b.quorum {
 		return attempt{}, b.noQuorum("acquire", r.key, n, errorsOf(v.replies))
 	}
+	if have, ok := v.semaphore(b.quorum); ok {
+		return attempt{}, b.mismatch(r, have)
+	}
 	if !v.free(b.quorum) {
 		return b.blocked(r, v), nil
 	}
@@ -46,7 +53,7 @@ func (b *Backend) try(ctx context.Context, r *request) (attempt, error) {
 		value := token.String() + " " + r.o.RunID + " " + r.o.Holder
 		g := b.grant(ctx, r, value, token)
 		if ok, _, _ := tally(g.rs, granted); ok >= b.quorum {
-			return b.granted(r, value, token, start, g)
+			return b.granted(r, value, token, start, g, func() { b.abandon(r, value, g) })
 		}
 		b.abandon(r, value, g)
 		stale := staleTop(g.rs)
@@ -76,15 +83,21 @@ type round struct {
 func (b *Backend) grant(ctx context.Context, r *request, value string, token backend.Token) round {
 	ctx, stop := detached(ctx, b.callTimeout(r.o.TTL))
 	defer stop()
-	keys := []string{r.names.lock, r.names.counter, r.names.queue, r.names.record}
-	args := []any{value, r.px, token.String(), r.o.RunID, r.waiter, r.info} // copied: late calls outlive this one
+	keys := r.names.with(r.names.lock, r.names.counter, r.names.queue, r.names.record)
+	args := []any{value, r.px, token.String(), r.o.RunID, r.waiter, r.info, r.names.wake} // copied: late calls outlive this one
+	return b.grantWith(ctx, b.scripts.grant, keys, args)
+}
+
+// grantWith runs script, a grant script, with keys and args on every
+// master, as grant says.
+func (b *Backend) grantWith(ctx context.Context, script *goredis.Script, keys []string, args []any) round {
 	g := round{landed: make(map[*master]chan struct{}, len(b.masters))}
 	for _, m := range b.masters {
 		g.landed[m] = make(chan struct{})
 	}
 	g.rs = fanout(ctx, b.masters, func(ctx context.Context, m *master) (grantReply, error) {
 		defer close(g.landed[m])
-		res, err := b.scripts.grant.Run(ctx, m.client, keys, args...).Slice()
+		res, err := script.Run(ctx, m.client, keys, args...).Slice()
 		if err != nil {
 			return grantReply{}, err
 		}
@@ -93,8 +106,12 @@ func (b *Backend) grant(ctx context.Context, r *request, value string, token bac
 	return g
 }
 
-// parseGrant reads grant.lua's {1, value}, {0, value, pttl} or {2, counter}.
+// parseGrant reads grant.lua's {1, value}, {0, value, pttl}, {2, counter}
+// or {3, limit}, or sem_grant.lua's {4}.
 func parseGrant(res []any) (grantReply, error) {
+	if len(res) == 1 && res[0] == int64(grantQueued) {
+		return grantReply{code: grantQueued}, nil
+	}
 	if len(res) < 2 {
 		return grantReply{}, fmt.Errorf("%w: grant reply %v", errMalformed, res)
 	}
@@ -102,6 +119,8 @@ func parseGrant(res []any) (grantReply, error) {
 	g.code, _ = res[0].(int64)
 	s, _ := res[1].(string)
 	switch g.code {
+	case grantLimit:
+		g.value = s // the key's limit there
 	case grantHeld:
 		g.value = s
 		if len(res) > 2 {
@@ -130,10 +149,10 @@ func staleTop(rs []reply[grantReply]) backend.Token {
 }
 
 // granted makes the lease of a grant that a majority gave, unless its
-// validity was spent on the way: then the grant is given back.
-func (b *Backend) granted(r *request, value string, token backend.Token, start time.Time, g round) (attempt, error) {
+// validity was spent on the way: then the grant is given back (abandon).
+func (b *Backend) granted(r *request, value string, token backend.Token, start time.Time, g round, abandon func()) (attempt, error) {
 	if took := time.Since(start); took >= r.o.TTL {
-		b.abandon(r, value, g)
+		abandon()
 		return attempt{}, fmt.Errorf("%w: redlock %s: acquire %q: a majority granted the lock after %v, past its %v validity",
 			backend.ErrUnavailable, b.url, r.key, took.Round(time.Millisecond), r.o.TTL)
 	}
@@ -151,7 +170,7 @@ func (b *Backend) notGranted(r *request, rs []reply[grantReply]) (attempt, error
 	v := views{}
 	for _, x := range rs {
 		vw := reply[view]{m: x.m, err: x.err}
-		if x.err == nil && x.v.code == grantHeld {
+		if x.err == nil && x.v.code == grantHeld || x.err == nil && x.v.code == grantLimit {
 			vw.v = view{value: x.v.value, pttl: x.v.pttl}
 			v.others++
 		} else if x.err == nil {
@@ -167,8 +186,17 @@ func (b *Backend) notGranted(r *request, rs []reply[grantReply]) (attempt, error
 // those that did not answer go on in the background, each after its
 // grant call returned.
 func (b *Backend) abandon(r *request, value string, g round) {
+	rel := func(ms []*master, decided func([]reply[int64]) bool) {
+		b.releaseOn(context.Background(), ms, r.names, value, 0, r.o.TTL, g.landed, decided)
+	}
+	abandonWith(b.masters, g, rel)
+}
+
+// abandonWith gives a grant round g that did not hold back with rel, on
+// every master that may have it: see abandon.
+func abandonWith(masters []*master, g round, rel func([]*master, func([]reply[int64]) bool)) {
 	var must, may []*master
-	for _, m := range b.masters {
+	for _, m := range masters {
 		i := slices.IndexFunc(g.rs, func(x reply[grantReply]) bool { return x.m == m })
 		switch {
 		case i < 0 || g.rs[i].err != nil:
@@ -177,7 +205,7 @@ func (b *Backend) abandon(r *request, value string, g round) {
 			must = append(must, m)
 		}
 	}
-	b.releaseOn(context.Background(), append(must, may...), r.names, value, 0, r.o.TTL, g.landed, func(done []reply[int64]) bool {
+	rel(append(must, may...), func(done []reply[int64]) bool {
 		return len(done) >= len(must) && !slices.ContainsFunc(must, func(m *master) bool {
 			return !slices.ContainsFunc(done, func(x reply[int64]) bool { return x.m == m })
 		})

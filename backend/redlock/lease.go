@@ -97,9 +97,17 @@ func (l *lease) outcome(op string, rs []reply[int64]) error {
 // grant call to that master returned (landed), until decided and a
 // little more (linger) for the last masters.
 func (b *Backend) releaseOn(ctx context.Context, ms []*master, n names, value string, keep int64, ttl time.Duration, landed map[*master]chan struct{}, decided func([]reply[int64]) bool) []reply[int64] {
+	keys := []string{n.lock, n.queue, n.record}
+	return b.releaseWith(ctx, ms, ttl, landed, decided, func(ctx context.Context, m *master) (int64, error) {
+		return b.scripts.release.Run(ctx, m.client, keys, value, n.wake, keep).Int64()
+	})
+}
+
+// releaseWith runs call, a release script's, on the masters ms as
+// releaseOn says.
+func (b *Backend) releaseWith(ctx context.Context, ms []*master, ttl time.Duration, landed map[*master]chan struct{}, decided func([]reply[int64]) bool, call func(context.Context, *master) (int64, error)) []reply[int64] {
 	ctx, stop := detached(ctx, b.opt.ReadTimeout)
 	defer stop()
-	keys := []string{n.lock, n.queue, n.record}
 	// Lingering for the last masters matters: lockrun exits right after
 	// the release, and a copy left on a master would keep the lock taken
 	// (see peek) until it expires.
@@ -111,7 +119,7 @@ func (b *Backend) releaseOn(ctx context.Context, ms []*master, n names, value st
 				return 0, ctx.Err()
 			}
 		}
-		return b.scripts.release.Run(ctx, m.client, keys, value, n.wake, keep).Int64()
+		return call(ctx, m)
 	}, decided, b.linger(ttl))
 }
 

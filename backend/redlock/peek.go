@@ -15,6 +15,7 @@ type view struct {
 	pttl    time.Duration
 	counter backend.Token // the highest token the master recorded
 	clock   backend.Token // the master's clock in µs
+	limit   string        // a semaphore's limit, when the key is one there
 }
 
 // views are the masters' answers to one peek, with what they decide.
@@ -34,8 +35,8 @@ type views struct {
 // renewal or its expiry. Peek waits a little for the last masters for
 // the same reason.
 func (b *Backend) peek(ctx context.Context, r *request) views {
-	keys := []string{r.names.lock, r.names.counter, r.names.queue}
-	args := []any{r.waiter, r.place, r.o.RunID, millis(r.o.TTL)} // copied: late calls outlive this one
+	keys := r.names.with(r.names.lock, r.names.counter, r.names.queue)
+	args := []any{r.waiter, r.place, r.o.RunID, millis(r.o.TTL), r.names.wake} // copied: late calls outlive this one
 	rs := fanoutLinger(ctx, b.masters, func(ctx context.Context, m *master) (view, error) {
 		res, err := b.scripts.peek.Run(ctx, m.client, keys, args...).Slice()
 		if err != nil {
@@ -57,6 +58,8 @@ func count(r *request, rs []reply[view]) views {
 	for _, x := range rs {
 		switch {
 		case x.err != nil:
+		case x.v.limit != "": // a semaphore's holders or waiters
+			v.others++
 		case x.v.value == "" || runOf(x.v.value) == r.o.RunID:
 			v.mine++
 		default:
@@ -66,9 +69,9 @@ func count(r *request, rs []reply[view]) views {
 	return v
 }
 
-// parseView reads peek.lua's {value, pttl, counter, clock}.
+// parseView reads peek.lua's {value, pttl, counter, clock, limit}.
 func parseView(res []any) (view, error) {
-	if len(res) != 4 {
+	if len(res) != 5 {
 		return view{}, fmt.Errorf("%w: peek reply %v", errMalformed, res)
 	}
 	var v view
@@ -83,6 +86,7 @@ func parseView(res []any) (view, error) {
 	}
 	clock, _ := res[3].(string)
 	v.clock, err = parseToken(clock)
+	v.limit, _ = res[4].(string)
 	return v, err
 }
 
@@ -145,4 +149,19 @@ func pttlOr(pttl, ttl time.Duration) time.Duration {
 		return ttl
 	}
 	return pttl
+}
+
+// semaphore reports the limit of the semaphore that a majority of the
+// views found on the key (holders or waiters), if one did: a plain lock
+// may not be granted beside it.
+func (v views) semaphore(quorum int) (string, bool) {
+	count := make(map[string]int)
+	for _, x := range v.replies {
+		if x.err == nil && x.v.limit != "" {
+			if count[x.v.limit]++; count[x.v.limit] >= quorum {
+				return x.v.limit, true
+			}
+		}
+	}
+	return "", false
 }

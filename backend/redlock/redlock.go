@@ -72,12 +72,22 @@ var (
 type names struct {
 	lock, counter, queue, record string
 	wake                         string // prefix of the waiters' channels
+	// sem is a semaphore's parts, as package redis lays them out (limit,
+	// slots, records, queue, queue entries' ends), and slotOf its slot
+	// indexes: see semaphore.go.
+	sem    []string
+	slotOf string
 }
 
 func (b *Backend) names(key string) names {
 	base := b.prefix + "{" + key + "}:"
-	return names{lock: base + "lock", counter: base + "token", queue: base + "queue", record: base + "holder", wake: base + "wake:"}
+	return names{lock: base + "lock", counter: base + "token", queue: base + "queue", record: base + "holder", wake: base + "wake:",
+		sem: []string{base + "limit", base + "slots", base + "slotrec", base + "slotq", base + "slotqend"}, slotOf: base + "slotof"}
 }
+
+// with is keys followed by the semaphore's parts, for the scripts that
+// read both.
+func (n names) with(keys ...string) []string { return append(keys, n.sem...) }
 
 // errMalformed means a reply or a stored value is not what lockrun writes:
 // someone else uses the same keys.

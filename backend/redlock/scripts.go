@@ -20,23 +20,42 @@ var (
 	releaseLua string
 	//go:embed lua/force.lua
 	forceLua string
+	//go:embed lua/holder.lua
+	holderLua string
 	//go:embed lua/inspect.lua
 	inspectLua string
+	//go:embed lua/sem_peek.lua
+	semPeekLua string
+	//go:embed lua/sem_grant.lua
+	semGrantLua string
+	//go:embed lua/sem_renew.lua
+	semRenewLua string
+	//go:embed lua/sem_release.lua
+	semReleaseLua string
 )
 
 // scripts are loaded once per Backend; go-redis runs each with EVALSHA and
 // falls back to EVAL on a master that has not seen it (a restarted one).
 type scripts struct {
-	peek, grant, renew, release, force, inspect *goredis.Script
+	peek, grant, renew, release, force, holder, inspect *goredis.Script
+	// The semaphore's own (AcquireOptions.Limit > 1): see semaphore.go.
+	semPeek, semGrant, semRenew, semRelease, semLeave *goredis.Script
 }
 
 func newScripts() scripts {
+	lib := lua.Lib + lua.Sem
 	return scripts{
-		peek:    goredis.NewScript(lua.Lib + peekLua),
-		grant:   goredis.NewScript(lua.Lib + grantLua),
-		renew:   goredis.NewScript(lua.Lib + renewLua),
-		release: goredis.NewScript(lua.Lib + releaseLua),
-		force:   goredis.NewScript(lua.Lib + forceLua),
-		inspect: goredis.NewScript(inspectLua),
+		peek:       goredis.NewScript(lib + peekLua),
+		grant:      goredis.NewScript(lib + grantLua),
+		renew:      goredis.NewScript(lua.Lib + renewLua),
+		release:    goredis.NewScript(lua.Lib + releaseLua),
+		force:      goredis.NewScript(lib + forceLua),
+		holder:     goredis.NewScript(lib + holderLua),
+		inspect:    goredis.NewScript(lib + inspectLua),
+		semPeek:    goredis.NewScript(lib + semPeekLua),
+		semGrant:   goredis.NewScript(lib + semGrantLua),
+		semRenew:   goredis.NewScript(lib + semRenewLua),
+		semRelease: goredis.NewScript(lib + semReleaseLua),
+		semLeave:   goredis.NewScript(lib + lua.SemLeave),
 	}
 }

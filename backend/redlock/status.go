@@ -15,6 +15,7 @@ type record struct {
 	view
 	since, renewed time.Time
 	info           backend.HolderInfo
+	holders        []semRecord // a semaphore's live holders there
 }
 
 // Inspect reports the holder when a majority of the masters hold the same
@@ -25,18 +26,26 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.Status, erro
 		return backend.Status{}, err
 	}
 	n := b.names(key)
-	keys := []string{n.lock, n.counter, n.record}
+	keys := n.with(n.lock, n.counter, n.record)
 	rs := fanout(ctx, b.masters, func(ctx context.Context, m *master) (record, error) {
 		res, err := b.scripts.inspect.Run(ctx, m.client, keys).Slice()
 		if err != nil {
 			return record{}, err
 		}
 		return parseRecord(res)
-	}, func(rs []reply[record]) bool { _, done := b.majorityValue(rs); return done })
+	}, func(rs []reply[record]) bool {
+		// A semaphore is read from every master that answers: its
+		// holders are on majorities of their own.
+		value, done := b.majorityValue(rs)
+		return done && (value != "" || !slices.ContainsFunc(rs, func(x reply[record]) bool { return x.v.limit != "" }))
+	})
 	if got := answered(rs); got < b.quorum {
 		return backend.Status{Key: key}, b.noQuorum("inspect", key, got, errorsOf(rs))
 	}
 	value, _ := b.majorityValue(rs)
+	if st := b.semStatus(key, rs); value == "" && st.Held {
+		return st, nil
+	}
 	if value == "" {
 		st := backend.Status{Key: key}
 		for _, x := range rs {
@@ -92,9 +101,10 @@ func (b *Backend) heldStatus(key, value string, rs []reply[record]) (backend.Sta
 	return held, nil
 }
 
-// parseRecord reads inspect.lua's {value, pttl, counter, since, renewed, info}.
+// parseRecord reads inspect.lua's {value, pttl, counter, since, renewed,
+// info, limit, holders}.
 func parseRecord(res []any) (record, error) {
-	if len(res) != 6 {
+	if len(res) != 8 {
 		return record{}, fmt.Errorf("%w: inspect reply %v", errMalformed, res)
 	}
 	var r record
@@ -111,7 +121,11 @@ func parseRecord(res []any) (record, error) {
 	if s, ok := res[5].(string); ok {
 		_ = json.Unmarshal([]byte(s), &r.info) // a record we cannot read is left out, not an outage
 	}
-	return r, nil
+	r.limit, _ = res[6].(string)
+	flat, _ := res[7].([]any)
+	var err error
+	r.holders, err = parseSemRecords(flat)
+	return r, err
 }
 
 // micros reads a time the scripts stored in µs since the epoch; zero when

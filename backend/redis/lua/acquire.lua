@@ -1,11 +1,12 @@
 -- Takes the lock when it is free, in one round trip.
--- KEYS: lock, token counter, waiters' queue, holder's record (one hash
---       tag: one slot).
+-- KEYS: lock, token counter, waiters' queue, holder's record, then a
+--       semaphore's parts (see sem.lua); one hash tag: one slot.
 -- ARGV: ttl in ms, run id, holder, waiter id ('' when not queuing),
 --       the waiter's place in the queue ('' the first time: now), the
---       holder's info (JSON).
+--       holder's info (JSON), waiters' channel prefix.
 -- Returns {1, value, ttl, server time in us} when granted,
---         {0, value, pttl, place} when held by someone else.
+--         {0, value, pttl, place} when held by someone else,
+--         {2, limit} when the key is a semaphore (held or awaited).
 
 local lock, counter, queue, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local ttl, run, holder, waiter, place = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
@@ -35,6 +36,17 @@ if cur then
     end
   end
   return {0, cur, pttl, place}
+end
+
+-- A semaphore excludes the plain lock while it has holders or waiters.
+-- Its limit key exists exactly then (or a little longer: pruning tells).
+if redis.call('EXISTS', KEYS[5]) == 1 then
+  local S = sem_keys(5)
+  sem_prune(S, ARGV[7], ms_of(now))
+  local have = redis.call('GET', S.limit)
+  if have then
+    return {2, have}
+  end
 end
 
 -- The token: the last one plus one, and never less than the server's clock

@@ -1,11 +1,19 @@
--- Breaks the lock whoever holds it, and wakes the next waiter. The token
--- counter is left alone: the next grant is still above the broken one.
--- KEYS: lock, waiters' queue, holder's record. ARGV: waiters' channel prefix.
--- Returns the broken lock's value, or nil when it was free.
-local cur = redis.call('GET', KEYS[1])
-if not cur then
-  return false
+-- Breaks the lock whoever holds it: the plain lock or every holder of a
+-- semaphore, and wakes the next waiters. The token counter is left
+-- alone: the next grant is still above the broken ones.
+-- KEYS: lock, waiters' queue, holder's record, then a semaphore's parts
+--       (see sem.lua). ARGV: waiters' channel prefix.
+-- Returns 1 when something was broken, 0 when the key was free.
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('DEL', KEYS[1], KEYS[3])
+  wake_next(KEYS[2], ARGV[1])
+  return 1
 end
-redis.call('DEL', KEYS[1], KEYS[3])
-wake_next(KEYS[2], ARGV[1])
-return cur
+local S = sem_keys(4)
+if redis.call('ZCARD', S.slots) == 0 then
+  return 0
+end
+local limit = sem_limit(S)
+redis.call('DEL', S.slots, S.rec)
+sem_wake(S, ARGV[1], limit - sem_prune(S, ARGV[1], ms_of(now_us())))
+return 1

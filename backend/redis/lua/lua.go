@@ -6,7 +6,18 @@ package lua
 
 import _ "embed"
 
-// Lib defines now_us, int and wake_next (see lib.lua).
+// Lib defines now_us, int, next_token, wake_next and record (see lib.lua).
 //
 //go:embed lib.lua
 var Lib string
+
+// Sem defines the semaphore helpers (see sem.lua); it goes after Lib.
+//
+//go:embed sem.lua
+var Sem string
+
+// SemLeave is the script that takes a waiter out of a semaphore's queue
+// (see sem_leave.lua); it goes after Lib and Sem.
+//
+//go:embed sem_leave.lua
+var SemLeave string

@@ -1,16 +1,28 @@
 -- Takes the lock on one master when it is free (or held by an earlier
 -- attempt of the same run) and the token is above every token this
 -- master has recorded: tokens granted by one master strictly increase.
--- KEYS: lock, token counter, waiters' queue, holder record.
+-- KEYS: lock, token counter, waiters' queue, holder record, then a
+--       semaphore's parts (see package redis's sem.lua).
 -- ARGV: value ("TOKEN RUN HOLDER"), px in ms, token (decimal), run id,
---       waiter id ('' when not queued), holder info (JSON).
+--       waiter id ('' when not queued), holder info (JSON), waiters'
+--       channel prefix.
 -- The counter is raised to the token ("set if greater") whether or not
 -- the lock is granted here: the more masters know the highest token, the
 -- more of them a later acquire's majority can lose and still see it.
 -- Returns {1, value} when granted, {0, value, pttl} when held by another
--- run, {2, counter} when the token is not above the counter.
+-- run, {2, counter} when the token is not above the counter, {3, limit}
+-- when the key is a semaphore here (it has holders or waiters).
 local lock, counter, queue, record = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local value, px, token, run, waiter, info = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+
+if redis.call('EXISTS', KEYS[5]) == 1 then
+  local S = sem_keys(5)
+  sem_prune(S, ARGV[7], ms_of(now_us()))
+  local have = redis.call('GET', S.limit)
+  if have then
+    return {3, have}
+  end
+end
 
 local cur = redis.call('GET', lock)
 local last = redis.call('GET', counter)

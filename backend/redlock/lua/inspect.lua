@@ -1,5 +1,9 @@
--- Reads one master's view of a lock in one step.
--- KEYS: lock, token counter, holder record.
--- Returns {value or nil, pttl, counter or nil, since, renewed, info}.
+-- Reads one master's view of a lock, plain or semaphore, in one step.
+-- KEYS: lock, token counter, holder record, then a semaphore's parts
+--       (see package redis's sem.lua).
+-- Returns {value or nil, pttl, counter or nil, since, renewed, info,
+--          the semaphore's limit or nil, its holders (see sem_holders)}.
 local r = redis.call('HMGET', KEYS[3], 'since', 'renewed', 'info')
-return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]), r[1], r[2], r[3]}
+local S = sem_keys(4)
+return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]), r[1], r[2], r[3],
+  redis.call('GET', S.limit), sem_holders(S, ms_of(now_us()))}
