@@ -38,6 +38,10 @@ type record struct {
 	HoldUntil int64               `json:"hold_until_unix_ms,omitempty"`
 	MinHold   int64               `json:"min_hold_ms,omitempty"`
 	Info      *backend.HolderInfo `json:"info,omitempty"`
+	// Limit is the semaphore's limit when the grant was one of up to Limit
+	// holders (more than 1); absent for a plain lock, as older lockruns
+	// wrote every record.
+	Limit int `json:"limit,omitempty"`
 }
 
 // held reports how long the record's min-hold keeps the key taken after

@@ -1,0 +1,145 @@
+package file
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lockrun/lockrun/backend"
+)
+
+// A semaphore's grants and its queue of waiters are kept with open file
+// description locks (F_OFD_SETLK) on the key's lock file: byte ranges,
+// which on Linux are independent of the file's flock, owned by the open
+// file as a flock is, and dropped by the kernel when the last descriptor of
+// it closes (a crashed lockrun's included). Byte 0 is the mutex under
+// which every grant, and every revocation of a slot, decides; a waiter
+// holds one byte beyond it, its ticket, for as long as it waits, so that
+// the kernel keeps the queue's order and drops a dead waiter from it.
+
+// ofd sets (or with wait, waits for) an OFD lock of type typ on
+// [start, start+n) of fd; n 0 runs to the end of every file.
+func ofd(fd int, typ int16, start, n int64, wait bool) error {
+	lk := unix.Flock_t{Type: typ, Whence: io.SeekStart, Start: start, Len: n}
+	cmd := unix.F_OFD_SETLK
+	if wait {
+		cmd = unix.F_OFD_SETLKW
+	}
+	for {
+		err := unix.FcntlFlock(uintptr(fd), cmd, &lk)
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+}
+
+// ofdFirst returns the first lock that another open file holds on
+// [start, start+n) of fd's file, and false when there is none.
+func ofdFirst(fd int, start, n int64) (unix.Flock_t, bool, error) {
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart, Start: start, Len: n}
+	err := unix.FcntlFlock(uintptr(fd), unix.F_OFD_GETLK, &lk)
+	return lk, err == nil && lk.Type != unix.F_UNLCK, err
+}
+
+// lockMutex waits for key's semaphore mutex on its open lock file kf. It
+// is held for a scan of the slots and a grant (a few reads, two fsyncs),
+// and a dead holder's is dropped by the kernel, so the wait is short.
+func lockMutex(kf *os.File) error {
+	if err := ofd(int(kf.Fd()), unix.F_WRLCK, 0, 1, true); err != nil {
+		return fmt.Errorf("%w: locking %s: %w", backend.ErrUnavailable, kf.Name(), err)
+	}
+	return nil
+}
+
+func unlockMutex(kf *os.File) { _ = ofd(int(kf.Fd()), unix.F_UNLCK, 0, 1, false) }
+
+// waiting reports whether anyone waits in key's queue.
+func waiting(kf *os.File) (bool, error) {
+	_, found, err := ofdFirst(int(kf.Fd()), 1, 0)
+	if err != nil {
+		return false, fmt.Errorf("%w: %s: %w", backend.ErrUnavailable, kf.Name(), err)
+	}
+	return found, nil
+}
+
+// ticket is a waiter's place in a semaphore's queue: a lock on byte at of
+// the key's lock file, through an open file of its own (q), so that leaving
+// the queue touches nothing else.
+type ticket struct {
+	q  *os.File
+	at int64
+}
+
+// takeTicket puts the caller at the end of key's queue; the mutex is held.
+// Tickets are the clock in microseconds, above every ticket still held.
+func (b *Backend) takeTicket(kf *os.File) (*ticket, error) {
+	q, err := b.openPath(kf.Name(), false, false)
+	if err != nil {
+		return nil, err
+	}
+	at := 1 + time.Now().UnixMicro()
+	for {
+		lk, found, err := ofdFirst(int(q.Fd()), at, 0)
+		if err == nil && !found {
+			err = ofd(int(q.Fd()), unix.F_WRLCK, at, 1, false)
+		}
+		if err != nil {
+			q.Close()
+			return nil, fmt.Errorf("%w: queueing on %s: %w", backend.ErrUnavailable, kf.Name(), err)
+		}
+		if !found {
+			return &ticket{q: q, at: at}, nil
+		}
+		at = max(at+1, lk.Start+lk.Len)
+	}
+}
+
+// waitTurn blocks until every waiter ahead has left the queue (got a slot,
+// gave up or died), or ctx ends. The kernel wakes it: it asks for the whole
+// range of tickets below its own. A request that ctx abandons is left
+// behind on a duplicate descriptor and lets go at once if it is granted.
+func (t *ticket) waitTurn(ctx context.Context) error {
+	dup, err := syscall.Dup(int(t.q.Fd()))
+	if err != nil {
+		return fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
+	}
+	done := make(chan error, 1)
+	abandoned := make(chan struct{})
+	go func() {
+		err := ofd(dup, unix.F_WRLCK, 1, t.at, true) // up to and with our own byte
+		select {
+		case <-abandoned:
+			if err == nil {
+				_ = ofd(dup, unix.F_UNLCK, 1, 0, false)
+			}
+		default:
+			done <- err
+		}
+		syscall.Close(dup)
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("%w: waiting in the queue of %s: %w", backend.ErrUnavailable, t.q.Name(), err)
+		}
+		return nil
+	case <-ctx.Done():
+		close(abandoned)
+		return context.Cause(ctx)
+	}
+}
+
+// leave gives the place up; safe on a nil ticket.
+func (t *ticket) leave() {
+	if t == nil {
+		return
+	}
+	_ = ofd(int(t.q.Fd()), unix.F_UNLCK, 1, 0, false)
+	t.q.Close()
+}
