@@ -163,12 +163,20 @@ func ownFile(b []byte) bool {
 // writeState writes r over the older slot and syncs it to disk, so that
 // the counter survives crashes and reboots.
 func writeState(f *os.File, r record, newest int) error {
+	return writeRecord(f, r, newest, true)
+}
+
+// writeRecord is writeState, syncing only when sync says so.
+func writeRecord(f *os.File, r record, newest int, sync bool) error {
 	b, err := r.fit()
 	if err != nil {
 		return err
 	}
 	if _, err := f.WriteAt(b, int64(slotSize*(1-max(newest, 0)))); err != nil {
 		return err
+	}
+	if !sync {
+		return nil
 	}
 	return f.Sync()
 }

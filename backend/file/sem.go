@@ -236,9 +236,11 @@ func firstHoldEnd(slots []slotState) time.Duration {
 
 // grantSlot makes run the holder of slot i, under the mutex: it flocks the
 // slot file, issues the next token into the key's own record (last, in
-// its slot ks) and then writes the holder's record into the slot file, both
-// synced. The counter comes first: a crash between the two wastes a token,
-// and never issues one twice.
+// its slot ks), synced, and then writes the holder's record into the slot
+// file. The counter comes first: a crash between the two wastes a token,
+// and never issues one twice. The holder's record is synced only when it
+// has a min-hold, the one part of it that must outlive a crash of the
+// machine (which ends every holder).
 func (b *Backend) grantSlot(key string, kf *os.File, i int, last record, ks int, o backend.AcquireOptions, start time.Time) (*lease, error) {
 	if last.Token == math.MaxUint64 {
 		return nil, fmt.Errorf("%w: %s: the token counter is at its limit (%d): no higher token can be issued", backend.ErrUnavailable, kf.Name(), last.Token)
@@ -280,7 +282,7 @@ func (b *Backend) fillSlot(kf, sf *os.File, last record, ks int, o backend.Acqui
 	if err := writeState(kf, counter, ks); err != nil {
 		return nil, fmt.Errorf("%w: writing %s: %w", backend.ErrUnavailable, kf.Name(), err)
 	}
-	if err := writeState(sf, r, ss); err != nil {
+	if err := writeRecord(sf, r, ss, r.HoldUntil > 0); err != nil {
 		return nil, fmt.Errorf("%w: writing %s: %w", backend.ErrUnavailable, sf.Name(), err)
 	}
 	return &lease{f: sf, path: sf.Name(), key: kf, keyPath: kf.Name(), rec: r, ttl: o.TTL, start: start}, nil
