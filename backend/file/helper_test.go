@@ -3,6 +3,7 @@ package file
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -19,11 +20,47 @@ import (
 // SIGKILL a holder or a waiter: "DIR KEY LIMIT WAIT CHILD".
 const helperEnv = "LOCKRUN_FILE_TEST_HELPER"
 
+// attackEnv makes the test binary another user's lockrun that tries to
+// take and break a semaphore's slot: "DIR KEY TOKEN".
+const attackEnv = "LOCKRUN_FILE_TEST_ATTACK"
+
 func TestMain(m *testing.M) {
 	if spec := os.Getenv(helperEnv); spec != "" {
 		os.Exit(helper(spec))
 	}
+	if spec := os.Getenv(attackEnv); spec != "" {
+		os.Exit(attack(spec))
+	}
 	os.Exit(m.Run())
+}
+
+// attack says, for each of Acquire, ReleaseHolder and ForceRelease,
+// "refused" when it failed with ErrPermission, else what happened.
+func attack(spec string) int {
+	var dir, key string
+	var token uint64
+	if _, err := fmt.Sscan(spec, &dir, &key, &token); err != nil {
+		fmt.Println("error", err)
+		return 2
+	}
+	b, err := Open(dir)
+	if err != nil {
+		fmt.Println("error", err)
+		return 2
+	}
+	say := func(what string, err error) {
+		if errors.Is(err, backend.ErrPermission) {
+			fmt.Println(what, "refused")
+		} else {
+			fmt.Println(what, err)
+		}
+	}
+	o := backend.AcquireOptions{TTL: time.Second, Holder: "intruder", RunID: "intruder", Limit: 2}
+	_, err = b.Acquire(context.Background(), key, o)
+	say("acquire", err)
+	say("release", b.ReleaseHolder(context.Background(), key, backend.Token(token)))
+	say("force", b.ForceRelease(context.Background(), key))
+	return 0
 }
 
 // helper takes the lock as the spec says, and with CHILD starts a command
