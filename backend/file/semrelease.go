@@ -90,7 +90,7 @@ func (b *Backend) revokeHolders(key string, kf *os.File, n int, token *backend.T
 		return err
 	}
 	defer unlockMutex(kf)
-	slots, err := b.scanSlots(key, n)
+	slots, err := b.peekSlots(key, n) // no probe: a plain acquirer may be looking at the slots too
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/lockrun/lockrun/backend"
@@ -40,24 +41,52 @@ type slotState struct {
 // program), or a min-hold keeps it.
 func (s slotState) taken() bool { return s.flocked || s.live }
 
-// scanSlots reads slots 0 to n-1 of key, without locking anything: the
-// kernel's table of flocks says which are held. It is exact under the
-// semaphore's mutex (see lockMutex), where no grant is under way.
+// scanSlots reads slots 0 to n-1 of key. It tells a flocked slot by
+// trying its flock (exclusive, not waiting, dropped at once): that is
+// exact, and cheap, where no grant can be under way (under the semaphore's
+// mutex, see lockMutex, or the key's exclusive flock), and it costs no
+// read of /proc/locks, which takes milliseconds on a loaded host. The
+// probe opens the slot read-only, so that it wakes no waiter's watch.
 func (b *Backend) scanSlots(key string, n int) ([]slotState, error) {
-	held, err := flockedFiles()
+	return b.readSlots(key, n, probeFlock)
+}
+
+// peekSlots is scanSlots for Inspect, which takes no lock, not even for a
+// moment (it could make a concurrent grant skip a free slot): the kernel's
+// table of flocks says which slots are held.
+func (b *Backend) peekSlots(key string, n int) ([]slotState, error) {
+	table, err := flockedFiles()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
 	}
+	return b.readSlots(key, n, func(f *os.File) (bool, error) {
+		id, err := fileID(f)
+		return table[id], err
+	})
+}
+
+// probeFlock reports whether someone else holds f's flock, taking it if
+// not: closing f drops it.
+func probeFlock(f *os.File) (bool, error) {
+	err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return true, nil
+	}
+	return false, err
+}
+
+func (b *Backend) readSlots(key string, n int, flocked func(*os.File) (bool, error)) ([]slotState, error) {
 	slots := make([]slotState, n)
 	for i := range slots {
-		if slots[i], err = b.readSlot(key, i, held); err != nil {
+		var err error
+		if slots[i], err = b.readSlot(key, i, flocked); err != nil {
 			return nil, err
 		}
 	}
 	return slots, nil
 }
 
-func (b *Backend) readSlot(key string, i int, held map[string]bool) (slotState, error) {
+func (b *Backend) readSlot(key string, i int, flocked func(*os.File) (bool, error)) (slotState, error) {
 	s := slotState{i: i}
 	f, err := b.openPath(b.slotPath(key, i), true, false)
 	if errors.Is(err, errMissing) {
@@ -75,11 +104,10 @@ func (b *Backend) readSlot(key string, i int, held map[string]bool) (slotState, 
 	if err != nil {
 		return s, fmt.Errorf("%w: reading %s: %w", backend.ErrUnavailable, f.Name(), err)
 	}
-	id, err := fileID(f)
-	if err != nil {
+	if s.flocked, err = flocked(f); err != nil {
 		return s, fmt.Errorf("%w: %s: %w", backend.ErrUnavailable, f.Name(), err)
 	}
-	s.rec, s.flocked = rec, held[id]
+	s.rec = rec
 	if rec.RunID == "" || readRevoked(f) == rec.RunID {
 		return s, nil
 	}
@@ -95,7 +123,7 @@ func (b *Backend) readSlot(key string, i int, held map[string]bool) (slotState, 
 // semStatus describes a semaphore's holders from its slots, oldest token
 // first; free, with the last token issued, when it has none.
 func (b *Backend) semStatus(key string, f *os.File, r record) (backend.Status, error) {
-	slots, err := b.scanSlots(key, r.Limit)
+	slots, err := b.peekSlots(key, r.Limit)
 	if err != nil {
 		return backend.Status{Key: key}, err
 	}
