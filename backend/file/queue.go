@@ -47,14 +47,19 @@ func ofdFirst(fd int, start, n int64) (unix.Flock_t, bool, error) {
 	return lk, err == nil && lk.Type != unix.F_UNLCK, err
 }
 
-// lockMutex waits for key's semaphore mutex on its open lock file kf. It
-// is held for a scan of the slots and a grant (a few reads, two fsyncs),
-// and a dead holder's is dropped by the kernel, so the wait is short.
-func lockMutex(kf *os.File) error {
-	if err := ofd(int(kf.Fd()), unix.F_WRLCK, 0, 1, true); err != nil {
+// lockMutex waits for key's semaphore mutex on its open lock file kf, or
+// for ctx to end. It is held for a scan of the slots and a grant (a few
+// reads, one fsync), and a dead holder's is dropped by the kernel, so the
+// wait is short unless its holder is frozen.
+func lockMutex(ctx context.Context, kf *os.File) error {
+	err := ofd(int(kf.Fd()), unix.F_WRLCK, 0, 1, false)
+	if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
+		err = ofdWait(ctx, kf, 0, 1)
+	}
+	if err != nil && ctx.Err() == nil {
 		return fmt.Errorf("%w: locking %s: %w", backend.ErrUnavailable, kf.Name(), err)
 	}
-	return nil
+	return err
 }
 
 func unlockMutex(kf *os.File) { _ = ofd(int(kf.Fd()), unix.F_UNLCK, 0, 1, false) }
@@ -102,21 +107,32 @@ func (b *Backend) takeTicket(kf *os.File) (*ticket, error) {
 
 // waitTurn blocks until every waiter ahead has left the queue (got a slot,
 // gave up or died), or ctx ends. The kernel wakes it: it asks for the whole
-// range of tickets below its own. A request that ctx abandons is left
-// behind on a duplicate descriptor and lets go at once if it is granted.
+// range of tickets below its own, and its own.
 func (t *ticket) waitTurn(ctx context.Context) error {
-	dup, err := syscall.Dup(int(t.q.Fd()))
+	err := ofdWait(ctx, t.q, 1, t.at)
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("%w: waiting in the queue of %s: %w", backend.ErrUnavailable, t.q.Name(), err)
+	}
+	return err
+}
+
+// ofdWait waits for a write lock on [start, start+n) of f, or for ctx to
+// end. A blocked fcntl cannot be interrupted: a request that ctx abandons
+// is left behind on a duplicate descriptor (the same open file, so the
+// caller's unlocks cover it) and lets go at once if it is ever granted.
+func ofdWait(ctx context.Context, f *os.File, start, n int64) error {
+	dup, err := syscall.Dup(int(f.Fd()))
 	if err != nil {
-		return fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
+		return err
 	}
 	done := make(chan error, 1)
 	abandoned := make(chan struct{})
 	go func() {
-		err := ofd(dup, unix.F_WRLCK, 1, t.at, true) // up to and with our own byte
+		err := ofd(dup, unix.F_WRLCK, start, n, true)
 		select {
 		case <-abandoned:
 			if err == nil {
-				_ = ofd(dup, unix.F_UNLCK, 1, 0, false)
+				_ = ofd(dup, unix.F_UNLCK, start, n, false)
 			}
 		default:
 			done <- err
@@ -125,10 +141,7 @@ func (t *ticket) waitTurn(ctx context.Context) error {
 	}()
 	select {
 	case err := <-done:
-		if err != nil {
-			return fmt.Errorf("%w: waiting in the queue of %s: %w", backend.ErrUnavailable, t.q.Name(), err)
-		}
-		return nil
+		return err
 	case <-ctx.Done():
 		close(abandoned)
 		return context.Cause(ctx)

@@ -107,7 +107,7 @@ func (b *Backend) semWait(ctx context.Context, key string, kf *os.File, o backen
 	defer func() { t.leave(); w.close() }()
 	start := time.Now()
 	for {
-		if err := lockMutex(kf); err != nil {
+		if err := lockMutex(ctx, kf); err != nil {
 			return nil, err
 		}
 		turn, err := b.semTry(key, kf, o, t != nil, start)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/lockrun/lockrun/backend"
 	"github.com/lockrun/lockrun/internal/backendtest"
@@ -342,5 +345,54 @@ func TestSemaphoreRetryTakesNoSecondSlot(t *testing.T) {
 	f.Close()
 	if b, _ := json.Marshal(rec); json.Unmarshal(b, &r) != nil || r.Limit != 3 {
 		t.Errorf("slot record %+v, want limit 3", rec)
+	}
+}
+
+// A lockrun frozen while it holds the semaphore's mutex (SIGSTOP in the
+// middle of a grant) cannot keep a waiter past its context.
+func TestSemaphoreWaitOutlastsNoContextBehindAFrozenGrant(t *testing.T) {
+	b, _ := Open(t.TempDir())
+	backendtest.MustAcquire(t, b, "k", semOpts("first", 2)).Release(t.Context())
+	frozen, err := os.OpenFile(b.path("k"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer frozen.Close()
+	if err := ofd(int(frozen.Fd()), unix.F_WRLCK, 0, 1, false); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	o := semOpts("waiter", 2)
+	o.Wait = true
+	began := time.Now()
+	if _, err := b.Acquire(ctx, "k", o); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Acquire behind a frozen grant = %v, want the context's end", err)
+	}
+	if d := time.Since(began); d > time.Second {
+		t.Errorf("Acquire returned %v after its 200ms context", d)
+	}
+	unlockMutex(frozen)
+	l := backendtest.MustAcquire(t, b, "k", semOpts("after", 2))
+	l.Release(t.Context())
+}
+
+func TestSemaphoreTokenNeverWraps(t *testing.T) {
+	b, _ := Open(t.TempDir())
+	backendtest.MustAcquire(t, b, "k", semOpts("r", 2)).Release(t.Context())
+	f, err := os.OpenFile(b.path("k"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, slot, _ := readState(f)
+	writeState(f, record{Token: math.MaxUint64 - 1, RunID: "x", Limit: 2}, slot)
+	f.Close()
+	l := backendtest.MustAcquire(t, b, "k", semOpts("a", 2))
+	if l.Token() != math.MaxUint64 {
+		t.Errorf("token %d, want %d", l.Token(), uint64(math.MaxUint64))
+	}
+	defer l.Release(t.Context())
+	if l, err := b.Acquire(t.Context(), "k", semOpts("b", 2)); !errors.Is(err, backend.ErrUnavailable) {
+		t.Errorf("Acquire past the last token = %v, %v; want ErrUnavailable (exit 69), never a wrap", l, err)
 	}
 }

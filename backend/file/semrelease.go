@@ -63,7 +63,7 @@ func (b *Backend) ReleaseHolder(ctx context.Context, key string, token backend.T
 		return fmt.Errorf("%w: %s: %w", backend.ErrUnavailable, f.Name(), err)
 	}
 	if r.Limit > 1 {
-		return b.revokeHolders(key, f, r.Limit, &token)
+		return b.revokeHolders(ctx, key, f, r.Limit, &token)
 	}
 	st, err := b.status(key, f)
 	switch {
@@ -85,8 +85,8 @@ func notHolder(key string, token backend.Token) error {
 // revokeHolders revokes the run of every live holder of key's semaphore of
 // limit n, or of the one with token when it is not nil, in its slot file.
 // It holds the semaphore's mutex, so that no grant is half written.
-func (b *Backend) revokeHolders(key string, kf *os.File, n int, token *backend.Token) error {
-	if err := lockMutex(kf); err != nil {
+func (b *Backend) revokeHolders(ctx context.Context, key string, kf *os.File, n int, token *backend.Token) error {
+	if err := lockMutex(ctx, kf); err != nil {
 		return err
 	}
 	defer unlockMutex(kf)

@@ -97,7 +97,7 @@ func (b *Backend) ForceRelease(ctx context.Context, key string) error {
 	}
 	defer f.Close()
 	if r, _, err := readState(f); err == nil && r.Limit > 1 {
-		return b.revokeHolders(key, f, r.Limit, nil)
+		return b.revokeHolders(ctx, key, f, r.Limit, nil)
 	}
 	// Read without the flock, the holder's record can be the previous
 	// run's when a grant is being written meanwhile: revoke until the
