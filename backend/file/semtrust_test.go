@@ -39,15 +39,21 @@ func TestSemaphorePlantedSlotFilesAreRefused(t *testing.T) {
 	}
 }
 
-// A slot file of other data is never written to.
-func TestSemaphoreForeignSlotFileIsNeverWritten(t *testing.T) {
+// A slot file, or a key's lock file, of other data is never written to.
+func TestSemaphoreForeignFilesAreNeverWritten(t *testing.T) {
 	b, _ := Open(dir(t, 0o700, 0))
-	os.WriteFile(b.slotPath("k", 0), []byte("not a lock\n"), 0o600)
-	if _, err := b.Acquire(t.Context(), "k", semOpts("r", 2)); !errors.Is(err, backend.ErrPermission) {
-		t.Errorf("Acquire over a slot file of other data = %v, want ErrPermission", err)
+	for _, p := range []string{b.slotPath("k", 0), b.path("other")} {
+		os.WriteFile(p, []byte("not a lock\n"), 0o600)
 	}
-	if got, _ := os.ReadFile(b.slotPath("k", 0)); string(got) != "not a lock\n" {
-		t.Errorf("slot file now holds %q", got)
+	for _, key := range []string{"k", "other"} {
+		if _, err := b.Acquire(t.Context(), key, semOpts("r", 2)); !errors.Is(err, backend.ErrPermission) {
+			t.Errorf("semaphore Acquire of %s over a file of other data = %v, want ErrPermission", key, err)
+		}
+	}
+	for _, p := range []string{b.slotPath("k", 0), b.path("other")} {
+		if got, _ := os.ReadFile(p); string(got) != "not a lock\n" {
+			t.Errorf("%s now holds %q", filepath.Base(p), got)
+		}
 	}
 }
 
