@@ -105,12 +105,11 @@ func (b *Backend) semWait(ctx context.Context, key string, kf *os.File, o backen
 		w *slotWatch
 	)
 	defer func() { t.leave(); w.close() }()
-	start := time.Now()
 	for {
 		if err := lockMutex(ctx, kf); err != nil {
 			return nil, err
 		}
-		turn, err := b.semTry(key, kf, o, t != nil, start)
+		turn, err := b.semTry(key, kf, o, t != nil)
 		if err == nil && turn.lease == nil && o.Wait && t == nil {
 			t, err = b.takeTicket(kf)
 		}
@@ -147,7 +146,7 @@ type semTurn struct {
 // semTry grants a slot of key if one is free, under the mutex. first says
 // that the caller is the first of the queue; anyone else leaves the slots
 // to the queue while it is not empty.
-func (b *Backend) semTry(key string, kf *os.File, o backend.AcquireOptions, first bool, start time.Time) (semTurn, error) {
+func (b *Backend) semTry(key string, kf *os.File, o backend.AcquireOptions, first bool) (semTurn, error) {
 	want := o.EffectiveLimit()
 	last, slot, err := readState(kf)
 	if errors.Is(err, errForeign) {
@@ -190,7 +189,7 @@ func (b *Backend) semTry(key string, kf *os.File, o backend.AcquireOptions, firs
 		turn.hold = firstHoldEnd(slots)
 		return turn, nil
 	}
-	l, err := b.grantSlot(key, kf, i, last, slot, o, start)
+	l, err := b.grantSlot(key, kf, i, last, slot, o)
 	turn.lease = l
 	return turn, err
 }
@@ -241,7 +240,7 @@ func firstHoldEnd(slots []slotState) time.Duration {
 // and never issues one twice. The holder's record is synced only when it
 // has a min-hold, the one part of it that must outlive a crash of the
 // machine (which ends every holder).
-func (b *Backend) grantSlot(key string, kf *os.File, i int, last record, ks int, o backend.AcquireOptions, start time.Time) (*lease, error) {
+func (b *Backend) grantSlot(key string, kf *os.File, i int, last record, ks int, o backend.AcquireOptions) (*lease, error) {
 	if last.Token == math.MaxUint64 {
 		return nil, fmt.Errorf("%w: %s: the token counter is at its limit (%d): no higher token can be issued", backend.ErrUnavailable, kf.Name(), last.Token)
 	}
@@ -249,7 +248,7 @@ func (b *Backend) grantSlot(key string, kf *os.File, i int, last record, ks int,
 	if err != nil {
 		return nil, err
 	}
-	l, err := b.fillSlot(kf, sf, last, ks, o, start)
+	l, err := b.fillSlot(kf, sf, last, ks, o)
 	if err != nil {
 		sf.Close()
 		return nil, err
@@ -257,7 +256,11 @@ func (b *Backend) grantSlot(key string, kf *os.File, i int, last record, ks int,
 	return l, nil
 }
 
-func (b *Backend) fillSlot(kf, sf *os.File, last record, ks int, o backend.AcquireOptions, start time.Time) (*lease, error) {
+// fillSlot is grantSlot's work on the open slot file sf. The lease starts
+// just before the slot's flock, as a plain lease starts just before the
+// flock that succeeded: not when a waiter began to wait.
+func (b *Backend) fillSlot(kf, sf *os.File, last record, ks int, o backend.AcquireOptions) (*lease, error) {
+	start := time.Now()
 	if err := syscall.Flock(int(sf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		return nil, fmt.Errorf("%w: locking %s: %w", backend.ErrUnavailable, sf.Name(), err)
 	}

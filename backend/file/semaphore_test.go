@@ -396,3 +396,34 @@ func TestSemaphoreTokenNeverWraps(t *testing.T) {
 		t.Errorf("Acquire past the last token = %v, %v; want ErrUnavailable (exit 69), never a wrap", l, err)
 	}
 }
+
+// A waiter's lease starts when it got its slot, not when it began to wait:
+// the runner counts the lease's deadline from Start, and a wait longer than
+// the TTL would leave a lease already expired.
+func TestSemaphoreWaiterStartsAtItsGrant(t *testing.T) {
+	b, _ := Open(t.TempDir())
+	a := backendtest.MustAcquire(t, b, "k", semOpts("a", 2))
+	c := backendtest.MustAcquire(t, b, "k", semOpts("c", 2))
+	defer c.Release(t.Context())
+	got := make(chan backend.Lease, 1)
+	go func() {
+		o := semOpts("waiter", 2)
+		o.Wait = true
+		l, err := b.Acquire(t.Context(), "k", o)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	time.Sleep(300 * time.Millisecond)
+	released := time.Now()
+	a.Release(t.Context())
+	l := <-got
+	if l == nil {
+		return
+	}
+	defer l.Release(t.Context())
+	if l.Start().Before(released) {
+		t.Errorf("the waiter's lease starts %v before the release that gave it its slot", released.Sub(l.Start()))
+	}
+}
