@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -145,6 +146,9 @@ func (l *lease) GiveBack(ctx context.Context) error {
 func (l *lease) unlock(err error) error {
 	if l.f != nil {
 		_ = syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
+		if l.key != nil {
+			ring(l.f)
+		}
 		_ = l.f.Close()
 		l.f = nil
 	}
@@ -158,4 +162,17 @@ func (l *lease) unlock(err error) error {
 	}
 	l.watch.stop() // after the unlock: a waiter need not wait for it
 	return err
+}
+
+// ring tells a semaphore's first waiter that f's slot is free: it opens
+// the same file for writing, through /proc/self/fd (never the path, which
+// may name another file by now), and closes it, which inotify reports as a
+// close of the slot file. The waiter cannot count on the lease's own
+// close: the watchdog (and a command's leftovers) may keep the file open
+// after the flock is dropped. Without /proc, the file's last close wakes it.
+func ring(f *os.File) {
+	fd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(int(f.Fd())), unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if err == nil {
+		_ = unix.Close(fd)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -425,5 +426,51 @@ func TestSemaphoreWaiterStartsAtItsGrant(t *testing.T) {
 	defer l.Release(t.Context())
 	if l.Start().Before(released) {
 		t.Errorf("the waiter's lease starts %v before the release that gave it its slot", released.Sub(l.Start()))
+	}
+}
+
+// A released slot goes to the first waiter at once even while another
+// process still has the slot file open (lockrun's watchdog keeps the
+// lock's files until it exits, after the release): the release itself
+// wakes the waiter, not only the file's last close.
+func TestSemaphoreReleaseWakesTheWaiterWhileTheWatchdogHasTheFile(t *testing.T) {
+	b, _ := Open(t.TempDir())
+	a := backendtest.MustAcquire(t, b, "k", semOpts("a", 2))
+	c := backendtest.MustAcquire(t, b, "k", semOpts("c", 2))
+	defer c.Release(t.Context())
+	var watchdog []*os.File
+	for _, f := range a.(*lease).Files() {
+		fd, err := syscall.Dup(int(f.Fd()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		watchdog = append(watchdog, os.NewFile(uintptr(fd), f.Name()))
+	}
+	defer func() {
+		for _, f := range watchdog {
+			f.Close()
+		}
+	}()
+	got := make(chan time.Time, 1)
+	go func() {
+		o := semOpts("waiter", 2)
+		o.Wait = true
+		l, err := b.Acquire(t.Context(), "k", o)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- time.Now()
+		l.Release(t.Context())
+	}()
+	time.Sleep(200 * time.Millisecond)
+	released := time.Now()
+	a.Release(t.Context())
+	select {
+	case at := <-got:
+		if d := at.Sub(released); d > 500*time.Millisecond {
+			t.Errorf("the waiter got the slot %v after the release", d)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the waiter did not get the released slot while another process had its file open")
 	}
 }
