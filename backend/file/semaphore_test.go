@@ -139,8 +139,9 @@ func TestSemaphoreWaiterThatGivesUpLeavesNothing(t *testing.T) {
 // Acquirers of limits 1, 2 and 3 race for one key: the holders at any
 // moment share one limit and never exceed it, and no token repeats. The
 // limit most of them ask for changes every 300 ms, so that each has its
-// turn (a mismatch fails at once: a busy semaphore keeps a plain lock out);
-// a third of them ask for the next limit meanwhile.
+// turn (a mismatch fails at once: a busy semaphore keeps a plain lock out,
+// for as long as it stays busy); in the second half of each, a third of
+// them ask for the next limit.
 func TestSemaphoreLimitsNeverMixUnderRace(t *testing.T) {
 	b, _ := Open(t.TempDir())
 	var mu sync.Mutex
@@ -153,8 +154,9 @@ func TestSemaphoreLimitsNeverMixUnderRace(t *testing.T) {
 	for g := range 9 {
 		wg.Go(func() {
 			for i := 0; time.Now().Before(deadline); i++ {
-				phase := int(time.Since(begin) / (300 * time.Millisecond))
-				if g < 3 {
+				since := time.Since(begin)
+				phase := int(since / (300 * time.Millisecond))
+				if g < 3 && since%(300*time.Millisecond) >= 150*time.Millisecond {
 					phase++
 				}
 				limit := 1 + phase%3
