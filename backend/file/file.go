@@ -125,11 +125,12 @@ func (b *Backend) lock(ctx context.Context, key string, wait bool) (f *os.File, 
 	start = time.Now()
 	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 	if errors.Is(err, syscall.EWOULDBLOCK) && wait {
-		if lerr := semaphoreHeld(key, f); lerr != nil {
+		if lerr := plainWaitable(key, f); lerr != nil {
 			f.Close()
 			return nil, start, lerr // waiting would wait out the whole semaphore
 		}
 		start, err = flockWait(ctx, f)
+		unmarkPlainWaiter(f) // the lease's file goes to the command: no mark on it
 	}
 	if err == nil {
 		return f, start, nil

@@ -23,6 +23,12 @@ import (
 // holds one byte beyond it, its ticket, for as long as it waits, so that
 // the kernel keeps the queue's order and drops a dead waiter from it.
 
+// plainWaiterByte is the byte of a key's lock file that a plain lock's
+// waiter holds (a shared OFD lock) while it waits in flock(2); tickets
+// are the bytes below it (the clock in microseconds will not reach 2^62
+// for 140,000 years). See markPlainWaiter.
+const plainWaiterByte = 1 << 62
+
 // ofd sets (or with wait, waits for) an OFD lock of type typ on
 // [start, start+n) of fd; n 0 runs to the end of every file.
 func ofd(fd int, typ int16, start, n int64, wait bool) error {
@@ -66,7 +72,7 @@ func unlockMutex(kf *os.File) { _ = ofd(int(kf.Fd()), unix.F_UNLCK, 0, 1, false)
 
 // waiting reports whether anyone waits in key's queue.
 func waiting(kf *os.File) (bool, error) {
-	_, found, err := ofdFirst(int(kf.Fd()), 1, 0)
+	_, found, err := ofdFirst(int(kf.Fd()), 1, plainWaiterByte-1)
 	if err != nil {
 		return false, fmt.Errorf("%w: %s: %w", backend.ErrUnavailable, kf.Name(), err)
 	}
@@ -90,7 +96,7 @@ func (b *Backend) takeTicket(kf *os.File) (*ticket, error) {
 	}
 	at := 1 + time.Now().UnixMicro()
 	for {
-		lk, found, err := ofdFirst(int(q.Fd()), at, 0)
+		lk, found, err := ofdFirst(int(q.Fd()), at, plainWaiterByte-at)
 		if err == nil && !found {
 			err = ofd(int(q.Fd()), unix.F_WRLCK, at, 1, false)
 		}
@@ -153,6 +159,24 @@ func (t *ticket) leave() {
 	if t == nil {
 		return
 	}
-	_ = ofd(int(t.q.Fd()), unix.F_UNLCK, 1, 0, false)
+	_ = ofd(int(t.q.Fd()), unix.F_UNLCK, 1, plainWaiterByte-1, false)
 	t.q.Close()
+}
+
+// markPlainWaiter says, on a plain acquirer's open lock file f, that it is
+// about to wait in flock(2); unmarkPlainWaiter takes that back once it got
+// the flock or gave up. The mark comes before the waiter's look for a
+// semaphore (semaphoreHeld), and a semaphore acquirer looks for marks after
+// it took its shared flock (shareKey): whichever comes second sees the
+// other, so a plain waiter never ends up queued behind a semaphore.
+func markPlainWaiter(f *os.File) error {
+	return ofd(int(f.Fd()), unix.F_RDLCK, plainWaiterByte, 1, false)
+}
+
+func unmarkPlainWaiter(f *os.File) { _ = ofd(int(f.Fd()), unix.F_UNLCK, plainWaiterByte, 1, false) }
+
+// plainWaits reports whether a plain acquirer has marked kf's file.
+func plainWaits(kf *os.File) (bool, error) {
+	_, found, err := ofdFirst(int(kf.Fd()), plainWaiterByte, 1)
+	return found, err
 }

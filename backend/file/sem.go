@@ -56,8 +56,14 @@ func (b *Backend) shareKey(key string, want int) (*os.File, error) {
 	}
 	ok, err := named(kf, kf.Name())
 	if err == nil && ok {
+		// A plain waiter, of this lockrun (marked) or another program
+		// (queued in flock(2)), makes the key a plain lock's.
 		var waits bool
-		if waits, err = writerWaits(kf); err == nil && waits {
+		waits, err = plainWaits(kf)
+		if err == nil && !waits {
+			waits, err = writerWaits(kf)
+		}
+		if err == nil && waits {
 			err = &backend.LimitError{Key: key, Want: want, Have: 1}
 		}
 	}

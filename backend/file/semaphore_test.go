@@ -476,3 +476,46 @@ func TestSemaphoreReleaseWakesTheWaiterWhileTheWatchdogHasTheFile(t *testing.T) 
 		t.Fatal("the waiter did not get the released slot while another process had its file open")
 	}
 }
+
+// A plain waiter and a semaphore's first grant that meet never leave the
+// plain waiter queued behind the semaphore, in either order: a plain
+// waiter that is about to wait (marked) keeps a semaphore out, and a plain
+// waiter that meets a semaphore's grant under way (its shared flock taken,
+// its record not yet written) fails at once with its limit.
+func TestPlainWaiterAndASemaphoreNeverQueueBehindEachOther(t *testing.T) {
+	b, _ := Open(t.TempDir())
+	backendtest.MustAcquire(t, b, "k", opts("first")).Release(t.Context())
+	waiter, err := os.OpenFile(b.path("k"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := markPlainWaiter(waiter); err != nil {
+		t.Fatal(err)
+	}
+	var le *backend.LimitError
+	if _, err := b.Acquire(t.Context(), "k", semOpts("sem", 2)); !errors.As(err, &le) || le.Have != 1 {
+		t.Errorf("semaphore Acquire while a plain waiter is about to wait = %v, want a LimitError (have 1)", err)
+	}
+	waiter.Close()
+
+	granting, err := os.OpenFile(b.path("k"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer granting.Close()
+	if err := syscall.Flock(int(granting.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	go func() { // the grant's record comes a little later
+		time.Sleep(20 * time.Millisecond)
+		last, slot, _ := readState(granting)
+		writeState(granting, record{Token: last.Token + 1, RunID: "sem", Limit: 2}, slot)
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	o := opts("plain")
+	o.Wait = true
+	if _, err := b.Acquire(ctx, "k", o); !errors.As(err, &le) || le.Have != 2 {
+		t.Errorf("plain waiting Acquire during a semaphore's first grant = %v, want a LimitError (have 2) at once", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/lockrun/lockrun/backend"
 )
@@ -13,17 +14,40 @@ var _ backend.HolderReleaser = (*Backend)(nil)
 
 // semaphoreHeld returns a *LimitError when a semaphore's holders or
 // waiters share the flock of f, key's lock file, that a plain acquirer
-// could not take; nil otherwise.
+// could not take; nil when a plain holder has it. While the key's record
+// is still a plain lock's, the sharer is a semaphore's first grant: its
+// record (with its limit) comes within milliseconds, and is waited for a
+// little; a *HeldError if it does not come.
 func semaphoreHeld(key string, f *os.File) error {
-	_, held, shared, err := flockHolder(f)
-	if err != nil || !held || !shared {
-		return nil
+	for i := 0; ; i++ {
+		_, held, shared, err := flockHolder(f)
+		if err != nil || !held || !shared {
+			return nil
+		}
+		r, _, err := readState(f)
+		switch {
+		case err == nil && r.Limit > 1:
+			return &backend.LimitError{Key: key, Want: 1, Have: r.Limit}
+		case i == 50:
+			return &backend.HeldError{Status: backend.Status{Key: key, Held: true}}
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
-	r, _, err := readState(f)
-	if err != nil || r.Limit <= 1 {
-		return nil // a first semaphore grant under way: busy, and no more is known
+}
+
+// plainWaitable returns nil when a plain acquirer of key may wait in
+// flock(2) on f; a *LimitError (or *HeldError) when a semaphore holds the
+// key. On nil, f is marked as a plain waiter's (markPlainWaiter): the
+// caller unmarks it once it got the flock or gave up.
+func plainWaitable(key string, f *os.File) error {
+	if err := markPlainWaiter(f); err != nil {
+		return fmt.Errorf("%w: %s: %w", backend.ErrUnavailable, f.Name(), err)
 	}
-	return &backend.LimitError{Key: key, Want: 1, Have: r.Limit}
+	if err := semaphoreHeld(key, f); err != nil {
+		unmarkPlainWaiter(f)
+		return err
+	}
+	return nil
 }
 
 // semaphoreOver returns a *LimitError when a slot of key's semaphore of
