@@ -28,3 +28,16 @@ func BenchmarkRenew(b *testing.B) {
 	}
 	backendtest.BenchRenew(b, be, "k", opts("r"))
 }
+
+// BenchmarkSemaphoreAcquireRelease takes and gives back a slot of a free
+// semaphore: the shared flock, the mutex, a scan of the slots, the slot's
+// flock, the token and the holder's record (two fsyncs), unlock.
+func BenchmarkSemaphoreAcquireRelease(b *testing.B) {
+	be, err := Open(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	o := opts("r")
+	o.Limit = 4
+	backendtest.BenchAcquireRelease(b, be, "k", o)
+}

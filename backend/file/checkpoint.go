@@ -57,7 +57,7 @@ func (b *Backend) checkHolder(key string, token backend.Token) error {
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", backend.ErrUnavailable, f.Name(), err)
 	}
-	if rec.Token != token || readRevoked(f) == rec.RunID {
+	if rec.Token != token || rec.Limit > 1 || readRevoked(f) == rec.RunID { // a semaphore's holders keep no checkpoint
 		return b.refused(key, token)
 	}
 	// A shared flock that we can take means nobody holds the lock.

@@ -8,4 +8,8 @@ func (l *lease) abandon() {
 		_ = l.f.Close()
 		l.f = nil
 	}
+	if l.key != nil {
+		_ = l.key.Close()
+		l.key = nil
+	}
 }

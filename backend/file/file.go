@@ -73,6 +73,9 @@ func (b *Backend) Acquire(ctx context.Context, key string, o backend.AcquireOpti
 	if err := backend.ValidateRequest(key, o); err != nil {
 		return nil, err
 	}
+	if o.EffectiveLimit() > 1 {
+		return b.acquireSem(ctx, key, o)
+	}
 	for {
 		f, start, err := b.lock(ctx, key, o.Wait)
 		if err != nil {
@@ -122,13 +125,21 @@ func (b *Backend) lock(ctx context.Context, key string, wait bool) (f *os.File, 
 	start = time.Now()
 	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 	if errors.Is(err, syscall.EWOULDBLOCK) && wait {
+		if lerr := plainWaitable(key, f); lerr != nil {
+			f.Close()
+			return nil, start, lerr // waiting would wait out the whole semaphore
+		}
 		start, err = flockWait(ctx, f)
+		unmarkPlainWaiter(f) // the lease's file goes to the command: no mark on it
 	}
 	if err == nil {
 		return f, start, nil
 	}
 	defer f.Close()
 	if errors.Is(err, syscall.EWOULDBLOCK) {
+		if lerr := semaphoreHeld(key, f); lerr != nil {
+			return nil, start, lerr
+		}
 		st, _ := b.status(key, f)
 		return nil, start, &backend.HeldError{Status: st}
 	}
@@ -173,6 +184,13 @@ func (b *Backend) write(key string, f *os.File, o backend.AcquireOptions, start 
 	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w: reading %s: %w", backend.ErrUnavailable, f.Name(), err)
+	}
+	if last.Limit > 1 {
+		// The last grant was a semaphore's: its holders are gone (none
+		// keeps the shared flock), but a min-hold may keep a slot.
+		if err := b.semaphoreOver(key, last.Limit); err != nil {
+			return nil, 0, err
+		}
 	}
 	now := time.Now()
 	if hold := last.held(now); hold > 0 && last.RunID != o.RunID && readRevoked(f) != last.RunID {

@@ -237,3 +237,21 @@ func TestInspectCreatesNothing(t *testing.T) {
 		t.Errorf("status and release created %v", entries)
 	}
 }
+
+func TestSemaphores(t *testing.T) {
+	dir := t.TempDir()
+	backendtest.RunSemaphores(t, backendtest.Operators{
+		Harness: backendtest.Harness{
+			Open: func(t *testing.T) backend.Backend {
+				b, err := Open(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return b
+			},
+			Crash: func(t *testing.T, l backend.Lease) { l.(*lease).abandon() },
+			TTL:   time.Second,
+		},
+		RenewedResolution: 10 * time.Millisecond,
+	})
+}

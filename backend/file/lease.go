@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -14,15 +15,20 @@ import (
 )
 
 // lease is a held flock. It stays valid while the file stays open, the
-// path still names the locked file, and no one revoked this run.
+// path still names the locked file, and no one revoked this run. A
+// semaphore holder's flock is on its slot file (path, f), beside the
+// shared flock on the key's lock file (keyPath, key) that keeps plain
+// locks out; both paths must still name the files locked.
 type lease struct {
-	path  string
-	rec   record
-	ttl   time.Duration
-	start time.Time
+	path    string
+	keyPath string // a semaphore's: the key's lock file; "" for a plain lock
+	rec     record
+	ttl     time.Duration
+	start   time.Time
 
 	mu         sync.Mutex
 	f          *os.File    // nil once released or abandoned
+	key        *os.File    // a semaphore's: the key's lock file, flocked shared
 	watch      *watcher    // made by Done; nil before
 	watchTimer *time.Timer // starts the watch after watchDelay
 }
@@ -60,6 +66,15 @@ func (l *lease) check() error {
 	if readRevoked(l.f) == l.rec.RunID {
 		return fmt.Errorf("%w: %s: run %s was force-released", backend.ErrLost, l.path, l.rec.RunID)
 	}
+	if l.key == nil {
+		return nil
+	}
+	switch ok, err := named(l.key, l.keyPath); {
+	case err != nil:
+		return fmt.Errorf("%w: %s: %w", backend.ErrUnavailable, l.keyPath, err)
+	case !ok:
+		return fmt.Errorf("%w: %s was deleted or replaced while its semaphore was held", backend.ErrLost, l.keyPath)
+	}
 	return nil
 }
 
@@ -92,8 +107,11 @@ func (l *lease) Done() <-chan struct{} {
 func (l *lease) Files() []*os.File {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.f == nil {
+	switch {
+	case l.f == nil:
 		return nil
+	case l.key != nil:
+		return []*os.File{l.f, l.key}
 	}
 	return []*os.File{l.f}
 }
@@ -128,12 +146,33 @@ func (l *lease) GiveBack(ctx context.Context) error {
 func (l *lease) unlock(err error) error {
 	if l.f != nil {
 		_ = syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
+		if l.key != nil {
+			ring(l.f)
+		}
 		_ = l.f.Close()
 		l.f = nil
+	}
+	if l.key != nil { // after the slot: no plain acquirer sees a slot still taken
+		_ = syscall.Flock(int(l.key.Fd()), syscall.LOCK_UN)
+		_ = l.key.Close()
+		l.key = nil
 	}
 	if l.watchTimer != nil {
 		l.watchTimer.Stop()
 	}
 	l.watch.stop() // after the unlock: a waiter need not wait for it
 	return err
+}
+
+// ring tells a semaphore's first waiter that f's slot is free: it opens
+// the same file for writing, through /proc/self/fd (never the path, which
+// may name another file by now), and closes it, which inotify reports as a
+// close of the slot file. The waiter cannot count on the lease's own
+// close: the watchdog (and a command's leftovers) may keep the file open
+// after the flock is dropped. Without /proc, the file's last close wakes it.
+func ring(f *os.File) {
+	fd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(int(f.Fd())), unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if err == nil {
+		_ = unix.Close(fd)
+	}
 }

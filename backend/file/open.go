@@ -21,7 +21,12 @@ var errMissing = errors.New("no lock file")
 // b.fileMode: a file someone else made is never truncated, padded or
 // re-moded, only locked, and only when it is safe to (see trustFile).
 func (b *Backend) openLock(key string, readOnly, create bool) (*os.File, error) {
-	path := b.path(key)
+	return b.openPath(b.path(key), readOnly, create)
+}
+
+// openPath opens path as openLock opens a key's lock file, with the same
+// checks: a semaphore's slot files are lock files in every respect.
+func (b *Backend) openPath(path string, readOnly, create bool) (*os.File, error) {
 	flag := os.O_RDWR
 	if readOnly {
 		flag = os.O_RDONLY

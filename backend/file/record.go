@@ -38,6 +38,10 @@ type record struct {
 	HoldUntil int64               `json:"hold_until_unix_ms,omitempty"`
 	MinHold   int64               `json:"min_hold_ms,omitempty"`
 	Info      *backend.HolderInfo `json:"info,omitempty"`
+	// Limit is the semaphore's limit when the grant was one of up to Limit
+	// holders (more than 1); absent for a plain lock, as older lockruns
+	// wrote every record.
+	Limit int `json:"limit,omitempty"`
 }
 
 // held reports how long the record's min-hold keeps the key taken after
@@ -159,12 +163,20 @@ func ownFile(b []byte) bool {
 // writeState writes r over the older slot and syncs it to disk, so that
 // the counter survives crashes and reboots.
 func writeState(f *os.File, r record, newest int) error {
+	return writeRecord(f, r, newest, true)
+}
+
+// writeRecord is writeState, syncing only when sync says so.
+func writeRecord(f *os.File, r record, newest int, sync bool) error {
 	b, err := r.fit()
 	if err != nil {
 		return err
 	}
 	if _, err := f.WriteAt(b, int64(slotSize*(1-max(newest, 0)))); err != nil {
 		return err
+	}
+	if !sync {
+		return nil
 	}
 	return f.Sync()
 }

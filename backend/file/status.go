@@ -1,18 +1,14 @@
 package file
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/lockrun/lockrun/backend"
-	"golang.org/x/sys/unix"
 )
 
 // Inspect reads the key's record and asks the kernel whether anyone holds
@@ -41,11 +37,13 @@ func (b *Backend) status(key string, f *os.File) (backend.Status, error) {
 	if err != nil {
 		return backend.Status{Key: key}, fmt.Errorf("%w: %s: %w", backend.ErrUnavailable, f.Name(), err)
 	}
-	pid, held, err := flockHolder(f)
+	pid, held, shared, err := flockHolder(f)
 	if err != nil {
 		return backend.Status{Key: key}, fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
 	}
 	switch {
+	case shared || !held && r.Limit > 1: // a semaphore's holders and waiters share the flock
+		return b.semStatus(key, f, r)
 	case held && pid != 0 && pid != r.PID:
 		return backend.Status{Key: key, Held: true, Holder: foreign(pid)}, nil
 	case held:
@@ -84,7 +82,8 @@ func holdStatus(key string, r record, ttl time.Duration, f *os.File) backend.Sta
 // ErrLost, it stops its command and drops the flock; a min-hold ends. The
 // token is left as is, so the next holder's is higher. A user who may not
 // write the lock file gets ErrPermission; a flock held by a program that is
-// not lockrun cannot be broken, and is reported as ErrHeld.
+// not lockrun cannot be broken, and is reported as ErrHeld. On a semaphore
+// it revokes every holder (see revokeHolders).
 func (b *Backend) ForceRelease(ctx context.Context, key string) error {
 	if err := backend.ValidateKey(key); err != nil {
 		return err
@@ -97,6 +96,9 @@ func (b *Backend) ForceRelease(ctx context.Context, key string) error {
 		return err
 	}
 	defer f.Close()
+	if r, _, err := readState(f); err == nil && r.Limit > 1 {
+		return b.revokeHolders(ctx, key, f, r.Limit, nil)
+	}
 	// Read without the flock, the holder's record can be the previous
 	// run's when a grant is being written meanwhile: revoke until the
 	// record read after the revocation names the run revoked.
@@ -120,34 +122,4 @@ func (b *Backend) ForceRelease(ctx context.Context, key string) error {
 		revoked = st.RunID
 	}
 	return fmt.Errorf("%w: revoking %s: its holder keeps changing", backend.ErrUnavailable, f.Name())
-}
-
-// flockHolder reports whether a flock is held on f's file, and by which
-// pid when the kernel says (0 when it does not, as from another pid
-// namespace), from /proc/locks, whose lines read
-// "1: FLOCK  ADVISORY  WRITE 1234 00:2a:5678 0 EOF" (blocked waiters have
-// "->" after the number).
-func flockHolder(f *os.File) (pid int, held bool, err error) {
-	var st syscall.Stat_t
-	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
-		return 0, false, err
-	}
-	want := fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
-	locks, err := os.Open("/proc/locks")
-	if err != nil {
-		return 0, false, err
-	}
-	defer locks.Close()
-	sc := bufio.NewScanner(locks)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 6 || fields[1] != "FLOCK" {
-			continue
-		}
-		if fields[5] == want {
-			pid, _ := strconv.Atoi(fields[4])
-			return max(pid, 0), true, nil
-		}
-	}
-	return 0, false, sc.Err()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 	"unsafe"
@@ -49,7 +50,11 @@ func (w *watcher) start(l *lease) {
 		_, err2 := unix.InotifyAddWatch(fd, l.path, fileEvents)
 		if err1 == nil && err2 == nil {
 			w.ino = os.NewFile(uintptr(fd), "inotify") // non-blocking: reads wait in the runtime's poller
-			go w.run(l, filepath.Base(l.path))
+			names := []string{filepath.Base(l.path)}
+			if l.keyPath != "" {
+				names = append(names, filepath.Base(l.keyPath))
+			}
+			go w.run(l, names...)
 		} else {
 			unix.Close(fd)
 		}
@@ -59,14 +64,14 @@ func (w *watcher) start(l *lease) {
 	}
 }
 
-func (w *watcher) run(l *lease, name string) {
+func (w *watcher) run(l *lease, names ...string) {
 	buf := make([]byte, 64*(unix.SizeofInotifyEvent+unix.NAME_MAX+1))
 	for {
 		n, err := w.ino.Read(buf)
 		if err != nil {
 			return // closed by stop, or broken: renewals still check
 		}
-		if !relevant(buf[:n], name) {
+		if !relevant(buf[:n], names) {
 			continue
 		}
 		l.mu.Lock()
@@ -79,9 +84,10 @@ func (w *watcher) run(l *lease, name string) {
 	}
 }
 
-// relevant tells whether events concern our file: any event on the file
-// itself or the directory itself, or a directory entry of our name.
-func relevant(buf []byte, name string) bool {
+// relevant tells whether events concern our files: any event on the file
+// itself or the directory itself, or a directory entry of one of names (a
+// semaphore holder's slot file and its key's lock file).
+func relevant(buf []byte, names []string) bool {
 	for len(buf) >= unix.SizeofInotifyEvent {
 		ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[0]))
 		end := unix.SizeofInotifyEvent + int(ev.Len)
@@ -89,7 +95,7 @@ func relevant(buf []byte, name string) bool {
 			return true
 		}
 		entry := string(bytes.TrimRight(buf[unix.SizeofInotifyEvent:end], "\x00"))
-		if ev.Len == 0 || entry == name || ev.Mask&unix.IN_Q_OVERFLOW != 0 {
+		if ev.Len == 0 || slices.Contains(names, entry) || ev.Mask&unix.IN_Q_OVERFLOW != 0 {
 			return true
 		}
 		buf = buf[end:]
