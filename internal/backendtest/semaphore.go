@@ -41,9 +41,18 @@ func (s *semSuite) semOpts(holder string, limit int) backend.AcquireOptions {
 // checks that their tokens strictly increase.
 func (s *semSuite) fill(t *testing.T, key string, n, limit int) []backend.Lease {
 	t.Helper()
+	return s.fillFor(t, key, n, limit, s.h.TTL)
+}
+
+// fillFor is fill with leases of ttl, for holders that a test keeps longer
+// than the harness's TTL without renewing them.
+func (s *semSuite) fillFor(t *testing.T, key string, n, limit int, ttl time.Duration) []backend.Lease {
+	t.Helper()
 	var leases []backend.Lease
 	for i := range n {
-		l := MustAcquire(t, s.open(t), key, s.semOpts(fmt.Sprint("h", i), limit))
+		o := s.semOpts(fmt.Sprint("h", i), limit)
+		o.TTL = ttl
+		l := MustAcquire(t, s.open(t), key, o)
 		if i > 0 && l.Token() <= leases[i-1].Token() {
 			t.Fatalf("holder %d got token %d after %d", i, l.Token(), leases[i-1].Token())
 		}
@@ -206,7 +215,9 @@ func (s *semSuite) waitersNeverExceedTheLimit(t *testing.T) {
 func (s *semSuite) waitersAreServedInOrder(t *testing.T) {
 	const limit = 2
 	key := Key(t)
-	held := s.fill(t, key, limit, limit)
+	// The holders outlive the waiters' queueing (900ms) unrenewed: a
+	// slot that expired instead of being released would prove nothing.
+	held := s.fillFor(t, key, limit, limit, 10*s.h.TTL+3*time.Second)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	got := make(chan int, 3)
@@ -402,7 +413,9 @@ func (s *semSuite) minHoldKeepsTheSlot(t *testing.T) {
 	w.Wait = true
 	ctx, cancel := context.WithTimeout(t.Context(), minHold+s.o.ExpiryResolution+5*time.Second)
 	defer cancel()
-	a := MustAcquire(t, s.open(t), key, s.semOpts("a", limit))
+	ao := s.semOpts("a", limit)
+	ao.TTL = 3 * minHold // a lives, unrenewed, past the kept slot's minimum
+	a := MustAcquire(t, s.open(t), key, ao)
 	b, err := s.open(t).Acquire(ctx, key, w) // the kept slot, once its minimum ends
 	if err != nil {
 		t.Fatalf("waiter for the kept slot: %v", err)
