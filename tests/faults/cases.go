@@ -48,6 +48,7 @@ type Case struct {
 	Hooked      bool          // needs lockrun built with the testhooks tag
 	BlockStderr bool          // lockrun's stderr is a full pipe nobody reads
 	Env         []string      // more environment for lockrun
+	Limit       int           // --limit: above 1, a semaphore; see -faults.semaphores
 	Fault       func(ctx context.Context, a *attack)
 }
 
