@@ -109,3 +109,12 @@ func TestLimitErrorExits78(t *testing.T) {
 		t.Errorf("exitCode(LimitError) = %d, want %d", got, ExitConfig)
 	}
 }
+
+func TestMetricsGiveTheLimit(t *testing.T) {
+	for limit, want := range map[int]string{0: "1", 1: "1", 4: "4"} {
+		text := formatMetrics(runFigures{key: "k", limit: limit, end: time.Now()}, 0)
+		if !strings.Contains(text, "\nlockrun_limit{key=\"k\"} "+want+"\n") {
+			t.Errorf("limit %d: metrics\n%s\nwant lockrun_limit %s", limit, text, want)
+		}
+	}
+}
