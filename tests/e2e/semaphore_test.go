@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,8 +33,9 @@ func TestSemaphoreOnEveryBackend(t *testing.T) {
 const semScript = `"$LR" fence check; echo "$LOCKRUN_FENCING_TOKEN $?" > "$1.tmp" && mv "$1.tmp" "$1"; exec sleep 60`
 
 // semRun starts a lockrun of --limit 2 on key "sem" as holder, its stderr
-// in a file; extra flags come first. It returns the run, the path its
-// command writes its token to, and its stderr's path.
+// in a file; extra flags come first (6s of --ttl unless they set it). It
+// returns the run, the path its command writes its token to, and its
+// stderr's path.
 func semRun(t *testing.T, e []string, holder string, extra ...string) (cmd *exec.Cmd, tokenFile, stderr string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -43,7 +45,10 @@ func semRun(t *testing.T, e []string, holder string, extra ...string) (cmd *exec
 		t.Fatal(err)
 	}
 	defer f.Close()
-	args := append(append([]string{"run", "--limit", "2", "--ttl", "6", "--holder", holder}, extra...),
+	if !slices.Contains(extra, "--ttl") {
+		extra = append(extra, "--ttl", "6")
+	}
+	args := append(append([]string{"run", "--limit", "2", "--holder", holder}, extra...),
 		"sem", "--", "sh", "-c", semScript, "sh", tokenFile)
 	cmd = exec.Command(lockruntest.Binary(t), args...)
 	cmd.Env, cmd.Stderr = e, f
@@ -122,8 +127,11 @@ func semaphoreScenario(t *testing.T, e []string) {
 	checkSemStatus(t, e, tokA, tokB)
 	checkSemList(t, e)
 
-	c, cFile, cErr := semRun(t, e, "slot-c", "--wait")
+	// The waiter waits longer than its own TTL: its lease is counted from
+	// its grant, not from when it began to wait, so it runs at once.
+	c, cFile, cErr := semRun(t, e, "slot-c", "--wait", "-v", "--ttl", "2")
 	waitText(t, cErr, "waiting for lock")
+	time.Sleep(3 * time.Second)
 	r = run(t, e, "release", "sem")
 	if r.Code != 64 || !strings.Contains(r.Stderr, "slot-a") || !strings.Contains(r.Stderr, "slot-b") || !strings.Contains(r.Stderr, "--holder") {
 		t.Errorf("release of two holders without --holder or --all: exit %d, stderr %q; want 64 naming both", r.Code, r.Stderr)
@@ -132,6 +140,9 @@ func semaphoreScenario(t *testing.T, e []string) {
 	tokC := semToken(t, c, cFile, cErr)
 	if tokC <= tokB {
 		t.Errorf("the waiter's token %d is not above %d", tokC, tokB)
+	}
+	if said, _ := os.ReadFile(cErr); strings.Contains(string(said), "too late") || strings.Contains(string(said), "retrying") {
+		t.Errorf("a waiter that waited past its TTL refused its grant: %s", said)
 	}
 	releaseOne(t, e, strconv.FormatUint(tokB, 10), "slot-b", b)
 	if r := run(t, e, "release", "--holder", strconv.FormatUint(tokA, 10), "sem"); r.Code != 1 {
