@@ -242,3 +242,46 @@ func semLeftovers(t *testing.T, e []string, last uint64) {
 		t.Errorf("a plain run after the semaphore: exit %d, token %q after %d, %s", r.Code, r.Stdout, last, r.Stderr)
 	}
 }
+
+// On a terminal, release shows what it will break, one holder or all, and
+// looks again after the answer: a holder gone meanwhile is not "broken".
+func TestReleaseOfASemaphoreAsksOnATerminal(t *testing.T) {
+	e := withLockrun(t, env(t))
+	a, aFile, aErr := semRun(t, e, "slot-a")
+	tokA := strconv.FormatUint(semToken(t, a, aFile, aErr), 10)
+	b, bFile, bErr := semRun(t, e, "slot-b")
+	semToken(t, b, bFile, bErr)
+
+	term, tty := openTerminal(t)
+	cmd := startOn(t, tty, e, "release", "--holder", tokA, "sem")
+	term.waitFor(t, "held by slot-a (token "+tokA)
+	term.waitFor(t, "Break this lock?")
+	if r := run(t, e, "release", "--yes", "--holder", tokA, "sem"); r.Code != 0 {
+		t.Fatalf("release --yes --holder: exit %d, %q", r.Code, r.Stderr)
+	}
+	term.master.WriteString("y\n")
+	term.waitFor(t, "changed hands meanwhile")
+	if code := exitCode(t, cmd); code != 2 {
+		t.Errorf("release of a holder gone while asked: exit %d, want 2", code)
+	}
+	if code := exitCode(t, a); code != 76 {
+		t.Errorf("slot-a: exit %d, want 76", code)
+	}
+
+	// The slot is free once slot-a's lockrun has stopped its command.
+	c, cFile, cErr := semRun(t, e, "slot-c", "--timeout", "10")
+	semToken(t, c, cFile, cErr)
+	term, tty = openTerminal(t)
+	cmd = startOn(t, tty, e, "release", "--all", "sem")
+	term.waitFor(t, "Break all 2 holders?")
+	term.master.WriteString("y\n")
+	term.waitFor(t, "released the lock of slot-c")
+	if code := exitCode(t, cmd); code != 0 {
+		t.Errorf("release --all answered yes: exit %d", code)
+	}
+	for name, h := range map[string]*exec.Cmd{"slot-b": b, "slot-c": c} {
+		if code := exitCode(t, h); code != 76 {
+			t.Errorf("%s: exit %d, want 76", name, code)
+		}
+	}
+}
