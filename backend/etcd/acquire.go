@@ -43,10 +43,18 @@ type entry struct {
 // it. Without o.Wait the entry is only written when the queue is empty,
 // in the same transaction that checks it; with o.Wait it waits its turn.
 // Either way, a lock held by an entry of the same RunID, left by an
-// earlier try whose reply was lost, is taken over (see reclaim).
+// earlier try whose reply was lost, is taken over (see reclaim). A limit
+// above 1 takes a semaphore's slot instead (see acquireSem).
 func (b *Backend) Acquire(ctx context.Context, key string, o backend.AcquireOptions) (backend.Lease, error) {
 	if err := backend.ValidateRequest(key, o); err != nil {
 		return nil, err
+	}
+	if o.EffectiveLimit() > 1 {
+		l, err := b.acquireSem(ctx, key, o)
+		if err != nil {
+			return nil, err // not a nil *lease in a non-nil Lease
+		}
+		return l, nil
 	}
 	if o.Wait {
 		l, err := b.acquireWaiting(ctx, key, o)
@@ -110,7 +118,8 @@ func (b *Backend) grant(ctx context.Context, key string, ttl time.Duration) (ent
 // enqueue writes e's entry with the next token (see enqueueTxn), in one
 // transaction in the usual case. Unless always, it writes only when no
 // entry exists. It returns the oldest entry when that is not e's (the
-// holder), or nil when e holds.
+// holder), or nil when e holds; a *backend.LimitError when the key is a
+// semaphore's.
 func (b *Backend) enqueue(ctx context.Context, e *entry, o backend.AcquireOptions, always bool) (*mvccpb.KeyValue, error) {
 	var last backend.Token
 	for range tokenTries {
@@ -126,6 +135,8 @@ func (b *Backend) enqueue(ctx context.Context, e *entry, o backend.AcquireOption
 		switch {
 		case err != nil:
 			return nil, b.failed(ctx, "taking the lock", e.key, err)
+		case !r.written && r.oldest != nil && b.entryLimit(e.key, string(r.oldest.Key)) != 1:
+			return nil, b.limitError(e.key, 1, r.oldest) // a semaphore's entries come first
 		case r.written:
 			e.rev, e.token = r.rev, tok
 			if r.oldest != nil && r.oldest.CreateRevision != e.rev {

@@ -25,7 +25,8 @@ func (b *Backend) checkpointKey(key string) string {
 // carries token, in one transaction that compares that entry's create
 // revision: an entry deleted meanwhile (an expired or revoked lease: the
 // only way a newer holder can be granted) stores nothing, and a new entry
-// under the same name would have a newer revision.
+// under the same name would have a newer revision. A semaphore's holders
+// have no checkpoint: their tokens are refused.
 func (b *Backend) SetCheckpoint(ctx context.Context, key string, token backend.Token, value []byte) error {
 	if err := backend.ValidateCheckpoint(key, token, value); err != nil {
 		return err
@@ -36,7 +37,7 @@ func (b *Backend) SetCheckpoint(ctx context.Context, key string, token backend.T
 	if err != nil {
 		return b.failed(ctx, "reading the lock", key, err)
 	}
-	if len(head.Kvs) == 0 || entryToken(head.Kvs[0]) != token {
+	if len(head.Kvs) == 0 || entryToken(head.Kvs[0]) != token || b.entryLimit(key, string(head.Kvs[0].Key)) != 1 {
 		return b.refused(key, token)
 	}
 	holder := head.Kvs[0]

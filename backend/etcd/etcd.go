@@ -7,6 +7,9 @@
 //	P K/<lease id in hex>  one queue entry per contender, attached to its
 //	                       lease; the entry with the lowest create
 //	                       revision holds the lock
+//	P K/limit-NNNN/<lease> the same for a semaphore of limit NNNN (see
+//	                       semaphore.go): an entry holds a slot while
+//	                       fewer than NNNN entries are older
 //	P K                    the token counter, written with every queue
 //	                       entry: the highest token handed out or reserved
 //	                       for K, so the next holder's token is higher

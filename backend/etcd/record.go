@@ -1,12 +1,14 @@
 package etcd
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"slices"
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/lockrun/lockrun/backend"
@@ -19,27 +21,34 @@ import (
 // grant so that it costs the hand-off nothing; until it lands, status
 // shows the time the entry was queued. A mark that fails is only a less
 // exact status.
-func (b *Backend) mark(e entry) {
-	since := time.Now().UnixMicro()
+func (b *Backend) mark(e entry) { b.markOnce(e, time.Now().UnixMicro()) }
+
+// markOnce is one try of mark; it reports whether it is done: the entry
+// was written (by this or by another write), or is gone or not lockrun's.
+func (b *Backend) markOnce(e entry, since int64) bool {
 	ctx, cancel := b.bounded(context.Background())
 	defer cancel()
 	resp, err := b.cli.Get(ctx, e.name)
-	if err != nil || len(resp.Kvs) != 1 || resp.Kvs[0].CreateRevision != e.rev {
-		return
+	if err != nil {
+		return false
+	}
+	if len(resp.Kvs) != 1 || resp.Kvs[0].CreateRevision != e.rev {
+		return true
 	}
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(resp.Kvs[0].Value, &fields) != nil {
-		return
+		return true
 	}
 	fields["since"], _ = json.Marshal(since)
 	val, err := json.Marshal(fields)
 	if err != nil {
-		return
+		return true
 	}
-	_, _ = b.cli.Txn(ctx).
+	_, err = b.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(e.name), "=", resp.Kvs[0].ModRevision)).
 		Then(clientv3.OpPut(e.name, string(val), clientv3.WithIgnoreLease())).
 		Commit()
+	return err == nil
 }
 
 // addLeaseTime fills st's TTL and Renewed from the holder's lease: etcd
@@ -62,7 +71,8 @@ func (b *Backend) addLeaseTime(ctx context.Context, st *backend.Status, id clien
 }
 
 // List reports the held locks whose key starts with prefix, sorted by key:
-// one read of every entry under the prefix, then the holders' leases.
+// one read of every entry under the prefix, then the holders' leases (a
+// semaphore's limit oldest entries).
 func (b *Backend) List(ctx context.Context, prefix string) ([]backend.Status, error) {
 	if prefix != "" {
 		if err := backend.ValidateKey(prefix); err != nil {
@@ -75,22 +85,34 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]backend.Status, er
 	if err != nil {
 		return nil, b.failed(ctx, "listing locks", prefix, err)
 	}
-	holders := map[string]int{} // lock key → index of its oldest entry
-	for i, kv := range resp.Kvs {
+	queues := map[string][]*mvccpb.KeyValue{} // lock key → its entries
+	for _, kv := range resp.Kvs {
 		key, _, isEntry := strings.Cut(strings.TrimPrefix(string(kv.Key), b.cfg.Prefix), "/")
 		if !isEntry || backend.ValidateKey(key) != nil {
 			continue // a token counter, or not lockrun's
 		}
-		if j, ok := holders[key]; !ok || kv.CreateRevision < resp.Kvs[j].CreateRevision {
-			holders[key] = i
-		}
+		queues[key] = append(queues[key], kv)
 	}
 	var held []backend.Status
-	for key, i := range holders {
-		st := b.status(key, resp.Kvs[i])
-		b.addLeaseTime(rctx, &st, clientv3.LeaseID(resp.Kvs[i].Lease))
-		held = append(held, st)
+	for key, kvs := range queues {
+		held = append(held, b.queueStatus(rctx, key, kvs))
 	}
 	slices.SortFunc(held, func(a, b backend.Status) int { return strings.Compare(a.Key, b.Key) })
 	return held, nil
+}
+
+// queueStatus describes key, whose queue holds the entries kvs, with the
+// holders' lease times.
+func (b *Backend) queueStatus(ctx context.Context, key string, kvs []*mvccpb.KeyValue) backend.Status {
+	slices.SortFunc(kvs, func(x, y *mvccpb.KeyValue) int { return cmp.Compare(x.CreateRevision, y.CreateRevision) })
+	limit := b.entryLimit(key, string(kvs[0].Key))
+	if limit == 1 {
+		st := b.status(key, kvs[0])
+		b.addLeaseTime(ctx, &st, clientv3.LeaseID(kvs[0].Lease))
+		return st
+	}
+	holders := kvs[:min(limit, len(kvs))]
+	st := b.semStatus(key, limit, holders)
+	b.withLeaseTimes(ctx, &st, holders)
+	return st
 }

@@ -9,8 +9,10 @@ import (
 )
 
 // Inspect reads the oldest entry and the token counter in one
-// transaction, then the holder's lease time left. A free key reports the
-// last token issued for it (0 when never taken).
+// transaction, then the holder's lease time left; for a semaphore, its
+// holders (the limit oldest entries, read at the same revision) and their
+// leases' time left. A free key reports the last token issued for it (0
+// when never taken).
 func (b *Backend) Inspect(ctx context.Context, key string) (backend.Status, error) {
 	if err := backend.ValidateKey(key); err != nil {
 		return backend.Status{}, err
@@ -36,6 +38,9 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.Status, erro
 		}
 		return st, nil
 	}
+	if limit := b.entryLimit(key, string(holder[0].Key)); limit > 1 {
+		return b.inspectSem(ctx, key, limit, resp.Header.Revision)
+	}
 	st := b.status(key, holder[0])
 	b.addLeaseTime(rctx, &st, clientv3.LeaseID(holder[0].Lease))
 	return st, nil
@@ -43,8 +48,9 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.Status, erro
 
 // ForceRelease revokes the holder's lease, which deletes its entry: the
 // next in line takes over, and the holder's next renewal finds its lease
-// gone (ErrLost). The token counter is left alone, so the next grant's
-// token is still higher.
+// gone (ErrLost); a semaphore's holders are broken all at once (see
+// breakSem). The token counter is left alone, so the next grant's token
+// is still higher.
 func (b *Backend) ForceRelease(ctx context.Context, key string) error {
 	if err := backend.ValidateKey(key); err != nil {
 		return err
@@ -59,6 +65,9 @@ func (b *Backend) ForceRelease(ctx context.Context, key string) error {
 		return nil
 	}
 	kv := resp.Kvs[0]
+	if limit := b.entryLimit(key, string(kv.Key)); limit > 1 {
+		return b.breakSem(ctx, key, limit, resp.Header.Revision)
+	}
 	if kv.Lease == int64(clientv3.NoLease) { // written by hand, without a lease
 		_, err = b.cli.Txn(rctx).
 			If(clientv3.Compare(clientv3.CreateRevision(string(kv.Key)), "=", kv.CreateRevision)).

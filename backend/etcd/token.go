@@ -64,18 +64,22 @@ func entryToken(kv *mvccpb.KeyValue) backend.Token {
 	return backend.Token(kv.CreateRevision)
 }
 
-// enqueued is what enqueueTxn found: whether it wrote the entry (at
-// revision rev), the oldest entry, and, when it did not write, the token
-// counter.
+// enqueued is what enqueueTxn (or semEnqueueTxn) found: whether it wrote
+// the entry (at revision rev), the oldest entry (a semaphore's first
+// entries), and, when it did not write, the token counter (and an entry
+// of another limit than the semaphore's).
 type enqueued struct {
 	written         bool
 	rev             int64
 	oldest, counter *mvccpb.KeyValue
+	first           []*mvccpb.KeyValue
+	other           *mvccpb.KeyValue
 }
 
 // enqueueTxn writes e's entry (value val, with token tok) and sets the
 // token counter to tok, in one transaction, only while the counter is
-// below tok; unless always, only while no entry exists. The token is thus
+// below tok; unless always, only while no entry exists, and if always,
+// only while no semaphore's entry exists (see otherLimits). The token is thus
 // never below the wall clock when the lock was asked for (nextToken) and
 // strictly above every token issued or reserved before for the key, since
 // the counter only grows: a wiped cluster has no counter, and starts again
@@ -84,9 +88,9 @@ type enqueued struct {
 // key, or a wiped cluster): one round trip either way.
 func (b *Backend) enqueueTxn(ctx context.Context, e *entry, val []byte, tok backend.Token, always bool) (enqueued, error) {
 	pfx, counter := b.queuePrefix(e.key), b.counterKey(e.key)
-	var free []clientv3.Cmp
+	free := b.otherLimits(e.key, 1) // a waiter queues behind plain entries only
 	if !always {
-		free = append(free, clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix())
+		free = []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix()}
 	}
 	above := append(slices.Clone(free), clientv3.Compare(clientv3.Value(counter), "<", formatToken(tok)))
 	fresh := append(slices.Clone(free), clientv3.Compare(clientv3.Version(counter), "=", 0))

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -203,7 +204,7 @@ func TestDownAtStartIsUnavailableAtOnce(t *testing.T) {
 func TestInspectAndForceReleaseCreateNoTable(t *testing.T) {
 	b := open(t, pgtest.Isolated(t, pgtest.Shared()))
 	st, err := b.Inspect(t.Context(), "k")
-	if err != nil || st != (backend.Status{Key: "k"}) {
+	if err != nil || !reflect.DeepEqual(st, backend.Status{Key: "k"}) {
 		t.Errorf("Inspect without the table = %+v, %v; want free with token 0", st, err)
 	}
 	if err := b.ForceRelease(t.Context(), "k"); err != nil {

@@ -37,7 +37,10 @@ func (b *Backend) Acquire(ctx context.Context, key string, o backend.AcquireOpti
 		if errors.Is(err, errEvicted) {
 			err = b.failed(ctx, "taking the lock", key, err)
 		}
-		return l, err
+		if err != nil {
+			return nil, err // not a nil *lease in a non-nil Lease
+		}
+		return l, nil
 	}
 }
 
@@ -64,10 +67,15 @@ func (b *Backend) acquireOnce(ctx context.Context, key string, o backend.Acquire
 	return l, nil
 }
 
-// queue enqueues this run's node and waits its turn (see Acquire).
+// queue enqueues this run's node and waits its turn (see Acquire). Every
+// pass checks the limits of the nodes ahead, from their names: a node
+// ahead queued with another limit fails this Acquire at once with a
+// *backend.LimitError (see the package doc for why no race of two limits
+// lets too many in).
 func (b *Backend) queue(ctx context.Context, s *session, key string, o backend.AcquireOptions) (*lease, error) {
+	limit := o.EffectiveLimit()
 	data := encode(contender{Holder: o.Holder, RunID: o.RunID, Info: o.Info})
-	p, err := enqueue(ctx, b, s, key, data)
+	p, err := enqueue(ctx, b, s, key, limit, data)
 	if err != nil {
 		return nil, b.failed(ctx, "queueing", key, err)
 	}
@@ -78,35 +86,52 @@ func (b *Backend) queue(ctx context.Context, s *session, key string, o backend.A
 			return nil, b.failed(ctx, "reading the queue", key, err)
 		}
 		i := slices.Index(kids, me)
-		switch {
-		case i < 0:
+		if i < 0 {
 			return nil, errEvicted
-		case i > 0 && !o.Wait:
-			return nil, b.heldBy(ctx, s, key, kids[0])
-		case i > 0:
-			err = b.waitGone(ctx, s, b.lockPath(key)+"/"+kids[i-1])
-		default:
-			var l *lease
-			if l, err = b.takeTurn(ctx, s, key, p, o); l != nil {
-				return l, nil
-			}
 		}
-		if err != nil {
-			return nil, err
+		if have := otherLimit(kids[:i], limit); have != 0 {
+			return nil, &backend.LimitError{Key: key, Want: limit, Have: have}
+		}
+		var l *lease
+		if limit > 1 {
+			l, err = b.semTurn(ctx, s, key, p, kids, i, o)
+		} else {
+			l, err = b.plainTurn(ctx, s, key, p, kids, i, o)
+		}
+		if l != nil || err != nil {
+			return l, err
 		}
 	}
 }
 
+// plainTurn is one pass of a plain lock's queue, with this run's node p at
+// index i of kids: the lowest takes its turn, the others fail (without
+// o.Wait) or wait for their predecessor. No lease and no error: look again.
+func (b *Backend) plainTurn(ctx context.Context, s *session, key, p string, kids []string, i int, o backend.AcquireOptions) (*lease, error) {
+	switch {
+	case i > 0 && !o.Wait:
+		return nil, b.heldBy(ctx, s, key, kids[0])
+	case i > 0:
+		return nil, b.waitGone(ctx, s, b.lockPath(key)+"/"+kids[i-1])
+	}
+	return b.takeTurn(ctx, s, key, p, o)
+}
+
 // takeTurn grants the lock to the lowest node p, unless a min-hold keeps
 // the key: then it fails with ErrHeld without o.Wait, and waits until the
-// hold ends with it. It returns no lease and no error when the caller is
-// to look at the queue again.
+// hold ends with it. Semaphore slots kept for their min-hold are another
+// limit. It returns no lease and no error when the caller is to look at
+// the queue again.
 func (b *Backend) takeTurn(ctx context.Context, s *session, key, p string, o backend.AcquireOptions) (*lease, error) {
 	st, ver, err := b.readState(ctx, s, key)
 	if err != nil {
 		return nil, b.failed(ctx, "reading the lock's record", key, err)
 	}
-	if st.held(time.Now()) && st.RunID != o.RunID {
+	now := time.Now()
+	if have := st.limitAt(now, o.RunID); have > 1 {
+		return nil, &backend.LimitError{Key: key, Want: 1, Have: have}
+	}
+	if st.held(now) && st.RunID != o.RunID {
 		if !o.Wait {
 			return nil, &backend.HeldError{Status: holdStatus(key, st)}
 		}

@@ -66,7 +66,7 @@ func (b *Backend) holderNode(ctx context.Context, s *session, key string, token 
 	if err != nil {
 		return "", 0, b.failed(ctx, "reading the lock", key, err)
 	}
-	if len(kids) == 0 {
+	if len(kids) == 0 || nodeLimit(kids[0]) > 1 { // a semaphore's holders keep no checkpoint
 		return "", 0, b.refused(key, token)
 	}
 	p := b.lockPath(key) + "/" + kids[0]

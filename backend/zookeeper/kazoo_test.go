@@ -3,9 +3,12 @@ package zookeeper
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,4 +95,66 @@ func waitFile(t *testing.T, path string) {
 			t.Fatalf("%s did not appear: %v", path, err)
 		}
 	}
+}
+
+// TestKazooSemaphoreDoesNotExcludeLockrun pins down what the docs say of
+// kazoo's Semaphore on a lockrun semaphore's path (one kazoo created, as
+// kazoo 2.8 fails on a lock node without data, as lockrun creates it): it
+// counts lockrun's nodes as leases, but lockrun does not see kazoo's
+// (they are not sequential), so the two let more in than the limit.
+func TestKazooSemaphoreDoesNotExcludeLockrun(t *testing.T) {
+	if err := exec.Command("/usr/bin/python3", "-c", "import kazoo").Run(); err != nil {
+		t.Fatalf("python3-kazoo not installed (%v): run .ci/services.sh (apt-get install python3-kazoo)", err)
+	}
+	srv := zktest.Start(t)
+	b, key := openTest(t, srv.URL()), backendtest.Key(t)
+	got, done := kazooLease(t, srv.Addr(), DefaultRoot+"/"+key, 2)
+	if got != "acquired" {
+		done()
+		t.Fatalf("kazoo Semaphore(2) on a fresh path: %q, want acquired", got)
+	}
+	var held []backend.Lease
+	for i := range 2 {
+		l, err := b.Acquire(t.Context(), key, semOpts(fmt.Sprint("h", i), 2, false))
+		if err != nil {
+			t.Fatalf("lockrun holder %d beside a kazoo lease: %v; lockrun is not expected to see kazoo's lease", i, err)
+		}
+		held = append(held, l)
+	}
+	done() // three were inside a limit of two
+	got, done = kazooLease(t, srv.Addr(), DefaultRoot+"/"+key, 2)
+	done()
+	if got != "busy" {
+		t.Errorf("kazoo Semaphore(2) beside two lockrun holders: %q, want busy (it counts lockrun's nodes)", got)
+	}
+	for _, l := range held {
+		_ = l.Release(t.Context())
+	}
+}
+
+// kazooLease runs testdata/zksem.py: its answer ("acquired" or "busy"),
+// and the func that ends it, releasing a lease it holds.
+func kazooLease(t *testing.T, hosts, path string, leases int) (string, func()) {
+	t.Helper()
+	cmd := exec.Command("/usr/bin/python3", "testdata/zksem.py", hosts, path, strconv.Itoa(leases))
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line := make([]byte, 16)
+	n, _ := out.Read(line)
+	if n == 0 {
+		_ = cmd.Wait()
+		t.Fatalf("zksem.py: %s", stderr.String())
+	}
+	return strings.TrimSpace(string(line[:n])), func() { in.Close(); _ = cmd.Wait() }
 }

@@ -18,13 +18,15 @@ import (
 // in µs and above the record's last: the record is written by holders
 // only, each checked against the version it read, so tokens per key only
 // grow, and they stay on the clock's scale when the ensemble is wiped.
-// A record that changed (a forced release, a concurrent first grant)
-// returns no lease and no error: the caller looks again.
+// A record that changed (a forced release, a concurrent first grant, a
+// semaphore's other holder granted or released meanwhile) returns no lease
+// and no error: the caller looks again. A semaphore's slots kept for their
+// min-hold stay in the record.
 func (b *Backend) grant(ctx context.Context, s *session, key, p string, o backend.AcquireOptions, st state, ver int32) (*lease, error) {
 	now := time.Now()
 	c := contender{Holder: o.Holder, RunID: o.RunID, Info: o.Info, Token: nextToken(st.Token, now), Since: now.UnixMicro()}
 	c.Renewed = c.Since
-	rec := encode(state{Token: c.Token})
+	rec := encode(st.granted(c.Token, now, o.RunID))
 	ops := []any{&zk.SetDataRequest{Path: p, Data: encode(c), Version: 0}}
 	if ver < 0 {
 		ops = append(ops, &zk.CreateRequest{Path: b.statePath(key), Data: rec, Acl: b.acl, Flags: zk.FlagPersistent})
@@ -47,7 +49,7 @@ func (b *Backend) grant(ctx context.Context, s *session, key, p string, o backen
 	default:
 		return nil, b.failed(ctx, "taking the lock", key, err)
 	}
-	l := &lease{b: b, s: s, key: key, node: p, rec: c, czxid: res[0].Stat.Czxid, version: res[0].Stat.Version, minHold: o.MinHold}
+	l := &lease{b: b, s: s, key: key, node: p, rec: c, czxid: res[0].Stat.Czxid, version: res[0].Stat.Version, minHold: o.MinHold, limit: o.EffectiveLimit()}
 	l.start = b.startOf(sent)
 	return l, nil
 }
@@ -66,6 +68,7 @@ type lease struct {
 	node    string // full path of the holder's node
 	czxid   int64  // the node's creation, to tell it from a later one of the same name
 	minHold time.Duration
+	limit   int // 1 for a plain lock
 
 	mu      sync.Mutex
 	rec     contender // the node's data
@@ -139,6 +142,9 @@ func (l *lease) release(ctx context.Context, hold time.Duration) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if until := micros(l.rec.Since).Add(hold); l.limit > 1 && hold > 0 && time.Now().Before(until) {
+		return l.keepSlot(ctx, until)
+	}
 	ops := []any{&zk.DeleteRequest{Path: l.node, Version: l.version}}
 	if until := micros(l.rec.Since).Add(hold); hold > 0 && time.Now().Before(until) {
 		st := state{Token: l.rec.Token, HoldUntil: until.UnixMicro(), Holder: l.rec.Holder, RunID: l.rec.RunID, Info: l.rec.Info, Since: l.rec.Since}

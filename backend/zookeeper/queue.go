@@ -41,32 +41,96 @@ func contenders(ctx context.Context, b *Backend, s *session, key string) ([]stri
 	if err != nil {
 		return nil, err
 	}
+	return inQueueOrder(kids), nil
+}
+
+// inQueueOrder keeps the sequential children of kids, sorted by sequence
+// number.
+func inQueueOrder(kids []string) []string {
 	kids = slices.DeleteFunc(kids, func(k string) bool { _, ok := seq(k); return !ok })
 	slices.SortFunc(kids, func(a, b string) int {
 		x, _ := seq(a)
 		y, _ := seq(b)
 		return cmp.Compare(x, y)
 	})
-	return kids, nil
+	return kids
 }
 
 // nodeName is the prefix of a contender's node: Curator's protected-mode
-// shape ("_c_<id>-lock-"), with the run id in place of Curator's UUID.
-func nodeName(runID string) string {
+// shape ("_c_<id>-lock-"), with the run id in place of Curator's UUID,
+// and for a semaphore of limit N the limit before the infix
+// ("_c_<id>-nN-lock-"). The safe run id has no '-', so the first '-'
+// ends it, and every contender can tell the limit of each node ahead of
+// it from the name alone, with no read of its data.
+func nodeName(runID string, limit int) string {
 	safe := strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' {
 			return r
 		}
 		return '_'
 	}, runID)
+	if limit > 1 {
+		return "_c_" + safe + "-n" + strconv.Itoa(limit) + lockInfix
+	}
 	return "_c_" + safe + lockInfix
+}
+
+// nodeLimit is the limit a contender node was queued with: N for a
+// lockrun semaphore's "_c_<id>-nN-lock-<seq>", and 1 for everything
+// else, a lockrun plain lock's node (of any version) or another client's
+// (Curator's and kazoo's mutexes): a node that does not say otherwise
+// holds the key alone.
+func nodeLimit(name string) int {
+	rest, ok := strings.CutPrefix(name, "_c_")
+	if !ok {
+		return 1
+	}
+	_, rest, _ = strings.Cut(rest, "-")
+	n, ok := strings.CutPrefix(rest, "n")
+	if !ok {
+		return 1
+	}
+	digits, _, ok := strings.Cut(n, lockInfix)
+	if !ok {
+		return 1
+	}
+	limit, err := strconv.Atoi(digits)
+	if err != nil || limit < 2 {
+		return 1
+	}
+	return limit
+}
+
+// nodeRun is the safe run id in a lockrun contender's name ("" for a
+// node of another client): a retried Acquire finds its own earlier node.
+func nodeRun(name string) string {
+	rest, ok := strings.CutPrefix(name, "_c_")
+	if !ok {
+		return ""
+	}
+	run, _, ok := strings.Cut(rest, "-")
+	if !ok {
+		return ""
+	}
+	return run
+}
+
+// otherLimit is the limit of the first node of ahead whose limit is not
+// limit, or 0 when all of them share it.
+func otherLimit(ahead []string, limit int) int {
+	for _, k := range ahead {
+		if l := nodeLimit(k); l != limit {
+			return l
+		}
+	}
+	return 0
 }
 
 // enqueue creates this run's ephemeral sequential contender node under
 // key's lock node, creating the lock node (and the root and state
 // directory) when missing, and returns its full path.
-func enqueue(ctx context.Context, b *Backend, s *session, key string, data []byte) (string, error) {
-	name := b.lockPath(key) + "/" + nodeName(parseRunID(data))
+func enqueue(ctx context.Context, b *Backend, s *session, key string, limit int, data []byte) (string, error) {
+	name := b.lockPath(key) + "/" + nodeName(parseRunID(data), limit)
 	for range 3 {
 		p, err := call(ctx, b.cfg.RequestTimeout, func() (string, error) {
 			return s.conn.Create(name, data, zk.FlagEphemeralSequential, b.acl)

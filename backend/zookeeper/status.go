@@ -42,6 +42,9 @@ func (b *Backend) inspect(ctx context.Context, s *session, key string) (backend.
 		if err != nil {
 			return backend.Status{}, err
 		}
+		if limit := semLimit(kids, rec, time.Now()); limit > 1 {
+			return b.semStatus(ctx, s, key, kids, rec, limit)
+		}
 		if len(kids) == 0 {
 			if rec.held(time.Now()) {
 				return holdStatus(key, rec), nil
@@ -64,6 +67,19 @@ func (b *Backend) inspect(ctx context.Context, s *session, key string) (backend.
 		return st, nil
 	}
 	return backend.Status{}, errors.New("the queue changed three times while it was read")
+}
+
+// semLimit is the limit of key's semaphore, whose queue is kids and
+// record rec: the lowest node's, or with none the min-holds'; 1 or 0 for
+// a plain lock or a free key.
+func semLimit(kids []string, rec state, now time.Time) int {
+	if len(kids) > 0 {
+		return nodeLimit(kids[0])
+	}
+	if len(rec.holds(now, "")) > 0 {
+		return rec.Limit
+	}
+	return 0
 }
 
 // List reports the held locks whose key starts with prefix, sorted by key.
@@ -98,7 +114,8 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]backend.Status, er
 
 // ForceRelease deletes the holder's node, whoever's it is, and clears a
 // min-hold: the next in line takes over, and the holder's next renewal
-// finds its node gone (ErrLost). The token record only ever grows.
+// finds its node gone (ErrLost). For a semaphore it deletes every slot's
+// node and clears every hold. The token record only ever grows.
 func (b *Backend) ForceRelease(ctx context.Context, key string) error {
 	if err := backend.ValidateKey(key); err != nil {
 		return err
@@ -111,9 +128,17 @@ func (b *Backend) ForceRelease(ctx context.Context, key string) error {
 	if err != nil {
 		return b.failed(ctx, "reading the lock", key, err)
 	}
-	if len(kids) > 0 {
+	holders := kids[:min(len(kids), 1)]
+	if len(kids) > 0 && nodeLimit(kids[0]) > 1 {
+		rec, _, err := b.readState(ctx, s, key)
+		if err != nil {
+			return b.failed(ctx, "reading the lock's record", key, err)
+		}
+		holders = slots(kids, rec, time.Now())
+	}
+	for _, k := range holders {
 		_, err := call(ctx, b.cfg.RequestTimeout, func() (struct{}, error) {
-			return struct{}{}, s.conn.Delete(b.lockPath(key)+"/"+kids[0], -1)
+			return struct{}{}, s.conn.Delete(b.lockPath(key)+"/"+k, -1)
 		})
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return b.failed(ctx, "breaking the lock", key, err)
@@ -122,14 +147,14 @@ func (b *Backend) ForceRelease(ctx context.Context, key string) error {
 	return b.clearHold(ctx, s, key)
 }
 
-// clearHold ends a min-hold on key, keeping the token.
+// clearHold ends a min-hold on key, a semaphore's too, keeping the token.
 func (b *Backend) clearHold(ctx context.Context, s *session, key string) error {
 	for range 3 {
 		rec, ver, err := b.readState(ctx, s, key)
 		if err != nil {
 			return b.failed(ctx, "reading the lock's record", key, err)
 		}
-		if rec.HoldUntil == 0 {
+		if rec.HoldUntil == 0 && len(rec.Holds) == 0 {
 			return nil
 		}
 		_, err = call(ctx, b.cfg.RequestTimeout, func() (*zk.Stat, error) {

@@ -9,9 +9,21 @@
 //	R/K/_c_<run>-lock-<seq>     one ephemeral sequential node per holder or
 //	                            waiter, owned by its session; the lowest
 //	                            sequence number holds the lock
+//	R/K/_c_<run>-nN-lock-<seq>  the same for a semaphore of limit N: a node
+//	                            holds a slot when fewer than N nodes (less
+//	                            the slots kept for a min-hold) are ahead
 //	R/.state/K                  the last token issued for K and, while a
-//	                            released lock is kept for --min-hold, the
-//	                            time until which it stays taken
+//	                            released lock (or semaphore slot) is kept
+//	                            for --min-hold, until when and for whom
+//
+// Every contender reads the limit of each node ahead of it from its name,
+// on every read of the queue, and fails with a *backend.LimitError when
+// one differs: sequence numbers follow the order of creation, and a
+// contender reads the queue after its own node was created, so of two
+// nodes of different limits the later sees the earlier unless it is gone.
+// A node granted a slot saw only nodes of its own limit ahead, fewer than
+// it, and nodes only ever join behind it: every live holder has the limit
+// of the newest holder, and there are no more than it.
 //
 // R/K is laid out as Apache Curator's InterProcessMutex lays out its lock
 // path (children named "...-lock-<seq>", the lowest holds), so a Curator

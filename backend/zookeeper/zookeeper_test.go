@@ -76,3 +76,10 @@ func TestOperators(t *testing.T) {
 		TTL:  time.Second,
 	}})
 }
+
+// TestSemaphores runs the semaphore suite with the operators' values, on
+// clients behind proxies of their own so that a holder can crash.
+func TestSemaphores(t *testing.T) {
+	p := &proxied{srv: zktest.Start(t), by: map[*Backend]*netproxy.Proxy{}}
+	backendtest.RunSemaphores(t, backendtest.Operators{Harness: backendtest.Harness{Open: p.open, Crash: p.crash, TTL: time.Second}})
+}

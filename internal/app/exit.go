@@ -10,7 +10,9 @@ import (
 
 // lockrun's own exit statuses; otherwise it exits with the command's
 // status (128+N if signal N killed it). This file is the one place that
-// maps errors to them.
+// maps errors to them. One more status is not lockrun's choice: 137, when
+// its watchdog SIGKILLs a lockrun frozen past the lease's deadline before
+// the command started (docs/safety.md).
 const (
 	ExitUsage       = 64  // bad flags, key or backend URL (EX_USAGE)
 	ExitUnavailable = 69  // the backend cannot be reached, may work later (EX_UNAVAILABLE)

@@ -275,7 +275,7 @@ func (s *semSuite) releaseWakesAWaiter(t *testing.T) {
 	}()
 	time.Sleep(200 * time.Millisecond)
 	released := time.Now()
-	release(t, held[0])
+	release(t, held[1]) // not the oldest: a waiter watching only that one would sleep on
 	select {
 	case at := <-done:
 		if d := at.Sub(released); d > s.h.TTL/2 {
@@ -287,7 +287,7 @@ func (s *semSuite) releaseWakesAWaiter(t *testing.T) {
 	if w != nil {
 		release(t, w)
 	}
-	release(t, held[1])
+	release(t, held[0])
 }
 
 // waitersLeaseCountsFromItsGrant: a waiter that waited longer than its TTL

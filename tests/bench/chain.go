@@ -109,6 +109,11 @@ func open(gate string) error {
 // settle is how long contenders that keep no queue get to start polling.
 func settle(n int) time.Duration { return 300*time.Millisecond + time.Duration(n)*10*time.Millisecond }
 
+// queueTimeout is how long n contenders get to queue: a peer that is a
+// Python program (kazoo) takes a few hundred milliseconds of CPU to start,
+// and a hundred of them share two cores.
+func queueTimeout(n int) time.Duration { return max(30*time.Second, time.Duration(n)*time.Second) }
+
 // waitQueued waits until n contenders wait on key (or, for a tool that
 // polls, for them to have started).
 func (e *env) waitQueued(tl tool, key string, n int) error {
@@ -116,9 +121,10 @@ func (e *env) waitQueued(tl tool, key string, n int) error {
 		time.Sleep(settle(n))
 		return nil
 	}
-	for deadline := time.Now().Add(30 * time.Second); tl.queued(key) < n; time.Sleep(5 * time.Millisecond) {
+	limit := queueTimeout(n)
+	for deadline := time.Now().Add(limit); tl.queued(key) < n; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: %d of %d contenders queued on %s after 30s", tl.name, tl.queued(key), n, key)
+			return fmt.Errorf("%s: %d of %d contenders queued on %s after %v", tl.name, tl.queued(key), n, key, limit)
 		}
 	}
 	return nil
