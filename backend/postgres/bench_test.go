@@ -34,14 +34,25 @@ func BenchmarkHandoff(b *testing.B) {
 	srv := pgtest.Start(b)
 	for _, waiters := range []int{1, 10, 100} {
 		b.Run(fmt.Sprintf("waiters=%d", waiters), func(b *testing.B) {
-			benchHandoff(b, pgtest.Isolated(b, srv.URL()), waiters)
+			benchHandoff(b, pgtest.Isolated(b, srv.URL()), waiters, 1)
 		})
 	}
 }
 
-func benchHandoff(b *testing.B, raw string, waiters int) {
+// BenchmarkSemaphoreHandoff is BenchmarkHandoff for the last free slot of
+// a semaphore of limit 4 whose other slots stay held.
+func BenchmarkSemaphoreHandoff(b *testing.B) {
+	srv := pgtest.Start(b)
+	for _, waiters := range []int{1, 10, 100} {
+		b.Run(fmt.Sprintf("waiters=%d", waiters), func(b *testing.B) {
+			benchHandoff(b, pgtest.Isolated(b, srv.URL()), waiters, 4)
+		})
+	}
+}
+
+func benchHandoff(b *testing.B, raw string, waiters, limit int) {
 	b.ResetTimer()
-	lat, stmts := handOff(b, raw, waiters, b.N)
+	lat, stmts := handOff(b, raw, waiters, b.N, limit)
 	b.StopTimer()
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
@@ -50,10 +61,19 @@ func benchHandoff(b *testing.B, raw string, waiters int) {
 
 // handOff has waiters+1 clients take the lock on one key n times in turn,
 // and returns the sorted hand-off latencies and the statements that all
-// clients sent per hand-off.
-func handOff(tb testing.TB, raw string, waiters, n int) ([]time.Duration, float64) {
+// clients sent per hand-off. With a limit above 1 the key is a semaphore
+// whose other limit-1 slots are held throughout, so that the clients take
+// turns on its last slot.
+func handOff(tb testing.TB, raw string, waiters, n, limit int) ([]time.Duration, float64) {
+	for i := range limit - 1 {
+		o := semOpts(fmt.Sprint("kept", i), limit)
+		o.TTL = time.Hour
+		if _, err := open(tb, raw).Acquire(context.Background(), "k", o); err != nil {
+			tb.Fatal(err)
+		}
+	}
 	var stmts atomic.Int64
-	h := &handoffs{left: n, grants: make(chan struct{})}
+	h := &handoffs{left: n, grants: make(chan struct{}), limit: limit}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
@@ -76,10 +96,11 @@ type handoffs struct {
 	released time.Time
 	lat      []time.Duration
 	grants   chan struct{} // closed and replaced at every grant
+	limit    int
 }
 
 func (h *handoffs) take(ctx context.Context, stop context.CancelFunc, be *Backend, holder string) {
-	o := opts(holder)
+	o := semOpts(holder, h.limit)
 	o.Wait = true
 	for {
 		l, err := be.Acquire(ctx, "k", o)
@@ -120,3 +141,31 @@ func (c counter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQu
 }
 
 func (counter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// BenchmarkSemaphoreAcquireRelease takes and gives back a slot of a
+// semaphore of limit 4 whose other three slots are held: one statement
+// each, on a row that carries every holder.
+func BenchmarkSemaphoreAcquireRelease(b *testing.B) {
+	be := semaphoreOf(b, 3)
+	backendtest.BenchAcquireRelease(b, be, "k", semOpts("h", 4))
+}
+
+// BenchmarkSemaphoreRenew renews one of a semaphore's four holders.
+func BenchmarkSemaphoreRenew(b *testing.B) {
+	be := semaphoreOf(b, 3)
+	backendtest.BenchRenew(b, be, "k", semOpts("h", 4))
+}
+
+// semaphoreOf returns a backend whose key "k", a semaphore of limit 4,
+// has n holders that outlast the benchmark.
+func semaphoreOf(b *testing.B, n int) *Backend {
+	be := open(b, pgtest.Isolated(b, pgtest.Shared()))
+	for i := range n {
+		o := semOpts(fmt.Sprint("other", i), 4)
+		o.TTL = time.Hour
+		if _, err := be.Acquire(b.Context(), "k", o); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return be
+}

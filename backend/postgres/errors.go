@@ -14,11 +14,12 @@ import (
 // fail wraps a failed operation's error as ErrUnavailable (or, when the
 // server refused in a way retrying cannot cure, ErrPermission or
 // ErrConfig: see class), with the backend's redacted address, in one line;
-// a *backend.HeldError passes unchanged. Renewals and releases decide
-// about ErrLost themselves.
+// a *backend.HeldError or *backend.LimitError passes unchanged. Renewals
+// and releases decide about ErrLost themselves.
 func (b *Backend) fail(what string, err error) error {
 	var held *backend.HeldError
-	if err == nil || errors.As(err, &held) {
+	var limit *backend.LimitError
+	if err == nil || errors.As(err, &held) || errors.As(err, &limit) {
 		return err
 	}
 	switch {

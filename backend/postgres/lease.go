@@ -23,6 +23,9 @@ type lease struct {
 	// when released sooner.
 	minHold time.Duration
 	skew    time.Duration // the server's clock ahead of ours at the grant, at least
+	// semaphore is set for a slot of a semaphore, whose statements differ
+	// (see sql/sem_acquire.sql).
+	semaphore bool
 }
 
 func (l *lease) Token() backend.Token { return l.token }
@@ -39,7 +42,11 @@ func (l *lease) ClockSkew() (time.Duration, bool) { return l.skew, true }
 // Renew extends the lease by its TTL from the server's now, only if this
 // run still holds it and it has not expired; see sql/renew.sql.
 func (l *lease) Renew(ctx context.Context) error {
-	return l.owned(ctx, "renewing", l.b.sql.renew, l.key, l.runID, l.token, l.ttl.Microseconds())
+	sql := l.b.sql.renew
+	if l.semaphore {
+		sql = l.b.sql.semRenew
+	}
+	return l.owned(ctx, "renewing", sql, l.key, l.runID, l.token, l.ttl.Microseconds())
 }
 
 // Release frees the lock if this run still holds it and wakes the key's
@@ -52,9 +59,14 @@ func (l *lease) Release(ctx context.Context) error {
 // holds it, and wakes the key's waiters.
 func (l *lease) GiveBack(ctx context.Context) error { return l.release(ctx, 0) }
 
-// release runs sql/release.sql with a minimum hold of hold (0: none).
+// release runs sql/release.sql (a semaphore's: sql/sem_release.sql) with
+// a minimum hold of hold (0: none).
 func (l *lease) release(ctx context.Context, hold time.Duration) error {
-	return l.owned(ctx, "releasing", l.b.sql.release, l.key, l.runID, l.token, channel(l.b.table, l.key), hold.Microseconds())
+	sql := l.b.sql.release
+	if l.semaphore {
+		sql = l.b.sql.semRelease
+	}
+	return l.owned(ctx, "releasing", sql, l.key, l.runID, l.token, channel(l.b.table, l.key), hold.Microseconds())
 }
 
 // owned runs an owner-checked statement: no row touched, or no table at

@@ -5,7 +5,8 @@
 // session state is kept between statements and the backend works through a
 // transaction-pooling PgBouncer. Waiters queue in order of arrival; the one
 // at the front LISTENs on the key's channel and is woken by the NOTIFY that
-// a release sends in the same statement.
+// a release sends in the same statement. A semaphore (a limit above 1)
+// is the key's same row, carrying every holder; see sql/sem_acquire.sql.
 package postgres
 
 import (
@@ -107,22 +108,28 @@ const raceRetries = 3
 
 // tryAcquire runs the acquire statement on c until it is decisive: the
 // lock is ours, or a live holder is named. It returns a *backend.HeldError
-// when the lock is taken; its TTL is the holder's time left. A lease is
+// when the lock is taken; its TTL is the holder's time left, and a
+// *backend.LimitError when a semaphore holds the key. A lease is
 // returned only when the statement wrote it, never for a row of this run
 // that the statement merely read, so that Start() always precedes the
 // server's start of the TTL. c must not be inside a transaction block:
-// there now() would be the transaction's start, before Start().
+// there now() would be the transaction's start, before Start(). A limit
+// above 1 takes a semaphore's slot instead; see trySemaphore.
 func (b *Backend) tryAcquire(ctx context.Context, c *pgx.Conn, key string, o backend.AcquireOptions) (*lease, error) {
+	if o.EffectiveLimit() > 1 {
+		return b.trySemaphore(ctx, c, key, o)
+	}
 	ttl := roundUp(o.TTL)
 	st := backend.Status{Key: key, Held: true}
 	for range raceRetries {
 		var left, server int64
+		var limit int
 		var ours bool
 		var start time.Time
 		err := b.retryMissingTable(ctx, c, func() error {
 			start = time.Now()
 			return c.QueryRow(ctx, b.sql.acquire, key, o.Holder, o.RunID, ttl.Microseconds(), encodeInfo(o.Info)).
-				Scan(&st.Token, &st.Holder, &st.RunID, &left, &ours, &server)
+				Scan(&st.Token, &st.Holder, &st.RunID, &left, &ours, &server, &limit)
 		})
 		end := time.Now()
 		switch {
@@ -133,6 +140,8 @@ func (b *Backend) tryAcquire(ctx context.Context, c *pgx.Conn, key string, o bac
 		case ours: // this statement started the lease's TTL, after start
 			skew := backend.Skew(start, end, time.UnixMicro(server))
 			return &lease{b: b, key: key, runID: o.RunID, token: st.Token, ttl: ttl, start: start, skew: skew, minHold: o.MinHold}, nil
+		case left > 0 && limit > 1: // a semaphore's row
+			return nil, &backend.LimitError{Key: key, Want: 1, Have: limit}
 		case left > 0 && st.RunID != o.RunID:
 			st.TTL = time.Duration(left) * time.Microsecond
 			return nil, &backend.HeldError{Status: st}

@@ -94,7 +94,7 @@ func TestTokensGrowAcrossForceRelease(t *testing.T) {
 // would cost at least one statement per waiter and hand-off.
 func TestReleaseWakesOnlyTheFrontWaiter(t *testing.T) {
 	const waiters = 24
-	_, stmts := handOff(t, pgtest.Isolated(t, pgtest.Shared()), waiters, 40)
+	_, stmts := handOff(t, pgtest.Isolated(t, pgtest.Shared()), waiters, 40, 1)
 	if stmts > waiters/2 {
 		t.Errorf("%.1f statements per hand-off with %d waiters: they are woken in a herd", stmts, waiters)
 	}

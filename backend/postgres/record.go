@@ -25,17 +25,23 @@ type record struct {
 	left             int64
 	granted, renewed *time.Time
 	info             *string
+	now              int64 // the server's clock, µs
 }
 
 // scan reads one row of inspect.sql or list.sql (after the key) into st
 // and r.
 func (r *record) scan(row pgx.Row, st *backend.Status, dest ...any) error {
-	dest = append(dest, &st.Token, &st.Holder, &st.RunID, &st.Held, &r.left, &r.granted, &r.renewed, &r.info)
+	dest = append(dest, &st.Token, &st.Holder, &st.RunID, &st.Held, &r.left, &r.granted, &r.renewed, &r.info, &r.now)
 	return row.Scan(dest...)
 }
 
-// fill puts the record into the status of a held key.
+// fill puts the record into the status of a held key: a semaphore's
+// holders, live by the server's clock, when its row is one (run_id empty).
 func (r *record) fill(st *backend.Status) {
+	if st.RunID == "" {
+		*st = decodeSemaphore(r.info).status(st.Key, st.Token, r.now)
+		return
+	}
 	st.TTL = time.Duration(r.left) * time.Microsecond
 	if r.granted != nil {
 		st.Since = *r.granted
@@ -69,8 +75,9 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]backend.Status, er
 			if err := r.scan(rows, &st, &st.Key); err != nil {
 				return err
 			}
-			r.fill(&st)
-			held = append(held, st)
+			if r.fill(&st); st.Held {
+				held = append(held, st)
+			}
 		}
 		return rows.Err()
 	})

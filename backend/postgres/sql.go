@@ -29,6 +29,14 @@ var (
 	upgradeSQL string
 	//go:embed sql/list.sql
 	listSQL string
+	//go:embed sql/sem_acquire.sql
+	semAcquireSQL string
+	//go:embed sql/sem_renew.sql
+	semRenewSQL string
+	//go:embed sql/sem_release.sql
+	semReleaseSQL string
+	//go:embed sql/release_holder.sql
+	releaseHolderSQL string
 )
 
 // statements are the backend's SQL with the lease table's quoted name
@@ -37,20 +45,26 @@ var (
 type statements struct {
 	create, acquire, renew, release, forceRelease, inspect string
 	upgrade, list                                          string
+	// A semaphore's statements; see sql/sem_acquire.sql.
+	semAcquire, semRenew, semRelease, releaseHolder string
 }
 
 func newStatements(table pgx.Identifier) statements {
 	quoted := table.Sanitize()
 	fill := func(sql string) string { return strings.ReplaceAll(sql, "{{table}}", quoted) }
 	return statements{
-		create:       fill(createSQL),
-		acquire:      fill(acquireSQL),
-		renew:        fill(renewSQL),
-		release:      fill(releaseSQL),
-		forceRelease: fill(forceReleaseSQL),
-		inspect:      fill(inspectSQL),
-		upgrade:      fill(upgradeSQL),
-		list:         fill(listSQL),
+		create:        fill(createSQL),
+		acquire:       fill(acquireSQL),
+		renew:         fill(renewSQL),
+		release:       fill(releaseSQL),
+		forceRelease:  fill(forceReleaseSQL),
+		inspect:       fill(inspectSQL),
+		upgrade:       fill(upgradeSQL),
+		list:          fill(listSQL),
+		semAcquire:    fill(semAcquireSQL),
+		semRenew:      fill(semRenewSQL),
+		semRelease:    fill(semReleaseSQL),
+		releaseHolder: fill(releaseHolderSQL),
 	}
 }
 

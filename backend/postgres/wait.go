@@ -41,7 +41,7 @@ func (b *Backend) acquireWaiting(ctx context.Context, key string, o backend.Acqu
 			}
 			return l, nil
 		}
-		tx, err := b.enqueue(ctx, c, key, held.Status.TTL+frontSlack)
+		tx, err := b.enqueue(ctx, c, key, nextFree(held.Status)+frontSlack)
 		if pgCode(err) == codeLockNotAvailable {
 			continue // the front waiter did not take the lock in time
 		}
@@ -118,10 +118,20 @@ func (b *Backend) front(ctx context.Context, key string, o backend.AcquireOption
 			}
 			return l, nil
 		}
-		if err := sleep(ctx, c, held.Status.TTL); err != nil {
+		if err := sleep(ctx, c, nextFree(held.Status)); err != nil {
 			return nil, b.waitFail(ctx, key, b.fail(fmt.Sprintf("waiting for lock %q", key), err))
 		}
 	}
+}
+
+// nextFree is how long until a holder of the key that st describes can
+// have expired: a plain lock's time left, or a semaphore's soonest.
+func nextFree(st backend.Status) time.Duration {
+	left := st.TTL
+	for _, h := range st.Holders {
+		left = min(left, h.TTL)
+	}
+	return left
 }
 
 // connect returns a pooled session, or a new one within statementTimeout.

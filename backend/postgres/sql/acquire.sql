@@ -11,7 +11,9 @@
 --
 -- Returns the row as it now is, and whether this statement wrote it: ours
 -- when taken, else the holder with its microseconds left; last, the
--- server's clock in microseconds, which the caller compares with its own. When the
+-- server's clock in microseconds, which the caller compares with its own;
+-- and the key's limit: 1, or a semaphore's (see sem_acquire.sql), which a
+-- plain lock never takes while one of its holders is live. When the
 -- statement's snapshot already shows another run's live lease nothing is
 -- written or locked, so a crowd of waiters woken by one release costs
 -- reads, not a convoy of row locks and commits. When the snapshot shows
@@ -24,7 +26,9 @@
 -- time. That holds only outside a transaction block, where a statement is
 -- its own transaction.
 WITH snapshot AS (
-    SELECT token, holder, run_id, expires_at FROM {{table}} WHERE key = $1
+    SELECT token, holder, run_id, expires_at,
+        CASE WHEN run_id = '' THEN coalesce((info::jsonb ->> 'limit')::int, 2) ELSE 1 END AS lim
+    FROM {{table}} WHERE key = $1
 ), taken AS (
     INSERT INTO {{table}} AS l (key, token, holder, run_id, expires_at, granted_at, renewed_at, info, released_at)
     SELECT $1, greatest(1, (extract(epoch FROM now()) * 1000000)::bigint), $2, $3,
@@ -42,7 +46,7 @@ WITH snapshot AS (
         info       = excluded.info,
         released_at = NULL
     WHERE l.expires_at <= now() OR (l.run_id = excluded.run_id AND l.released_at IS NULL)
-    RETURNING token, holder, run_id, expires_at
+    RETURNING token, holder, run_id, expires_at, 1 AS lim
 ), lock_row AS (
     SELECT *, true AS ours FROM taken
     UNION ALL
@@ -51,5 +55,6 @@ WITH snapshot AS (
 SELECT token, holder, run_id,
     (extract(epoch FROM greatest(expires_at, now()) - now()) * 1000000)::bigint,
     ours,
-    (extract(epoch FROM now()) * 1000000)::bigint
+    (extract(epoch FROM now()) * 1000000)::bigint,
+    lim
 FROM lock_row
