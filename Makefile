@@ -57,7 +57,7 @@ lint:
 FAULTS_DURATION ?= 2m
 FAULTS_ARGS ?=
 faults: services
-	$(GO) test -count=1 -timeout 6h -v -run TestFaults ./tests/faults -args -faults.duration=$(FAULTS_DURATION) $(FAULTS_ARGS)
+	$(GO) test -count=1 -timeout 6h -v -run TestFaults ./tests/faults -args -faults.duration=$(FAULTS_DURATION) -faults.semaphores=all $(FAULTS_ARGS)
 
 # lockrun against flock, redis-cli, etcdctl lock and psql on every backend,
 # in one run (a few minutes): the tables of docs/performance.md.

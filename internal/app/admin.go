@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bufio"
 	"fmt"
 	"strings"
 	"time"
@@ -23,23 +22,6 @@ func statusCommand(st *state) *cli.Command {
 		Flags: append(commonFlags("print nothing: answer with the exit status only", adminVerbose),
 			&cli.BoolFlag{Name: "json", Usage: "print the status as one JSON object"}),
 		Action: st.status,
-	}
-}
-
-func releaseCommand(st *state) *cli.Command {
-	return &cli.Command{
-		Name:  "release",
-		Usage: "break a lock: revoke its holder, whose lockrun then stops its command",
-		UsageText: "lockrun release [flags] KEY\n\n" +
-			"   The holder's next renewal fails: its lockrun stops the command (SIGTERM, then SIGKILL)\n" +
-			"   and exits 76. The fencing token is never lowered, so the next holder's is higher.\n" +
-			"   On a terminal it shows the holder and asks first, unless --yes.\n\n" +
-			"   Exit status: 0 the lock was broken, 1 it was free (nothing to do), 2 not released\n" +
-			"   (declined, or the lock changed hands while you were asked).",
-		OnUsageError: onUsageError,
-		Flags: append(commonFlags("print errors only", adminVerbose),
-			&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "do not ask, even on a terminal"}),
-		Action: st.release,
 	}
 }
 
@@ -94,8 +76,17 @@ func (st *state) status(c *cli.Context) error {
 }
 
 // describe is a lock's status for people: one line, and for a held lock
-// one line per thing known about its holder.
+// one line per thing known about its holder; a semaphore says how many of
+// its slots are taken, then describes each holder so.
 func describe(s backend.Status, now time.Time) string {
+	if s.Limit > 1 && len(s.Holders) > 0 {
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s: %d of %d held\n", s.Key, len(s.Holders), s.Limit)
+		for _, h := range s.Holders {
+			b.WriteString(describe(h, now))
+		}
+		return b.String()
+	}
 	if !s.Held {
 		if s.Token == 0 {
 			return fmt.Sprintf("%s: free (never taken)\n", s.Key)
@@ -126,51 +117,6 @@ func describe(s backend.Status, now time.Time) string {
 	detail("command", backend.Escape(s.Info.Command))
 	detail("ci job", backend.Escape(s.Info.CIURL))
 	return b.String()
-}
-
-func (st *state) release(c *cli.Context) error {
-	return st.withKey(c, func(b backend.Backend, key string) error {
-		s, err := b.Inspect(c.Context, key)
-		if err != nil {
-			return err
-		}
-		if !s.Held {
-			st.say("%s: free, nothing to release (last token %s)\n", key, s.Token)
-			return answerFree
-		}
-		if !c.Bool("yes") && isTerminal(st.stdin) && isTerminal(st.stderr) {
-			if s, err = st.confirm(c, b, s); err != nil {
-				return err
-			}
-		}
-		if err := b.ForceRelease(c.Context, key); err != nil {
-			return err
-		}
-		st.say("%s: released the lock of %s (run %s); a lockrun still running it stops the command and exits 76\n",
-			key, heldBy(s, time.Now()), backend.Escape(s.RunID))
-		return nil
-	})
-}
-
-// confirm asks on the terminal before breaking s's lock, then looks again:
-// a lock that changed hands while the question was open is not broken.
-func (st *state) confirm(c *cli.Context, b backend.Backend, s backend.Status) (backend.Status, error) {
-	fmt.Fprint(st.stderr, describe(s, time.Now()))
-	fmt.Fprintf(st.stderr, "Break this lock? Its command will be stopped. [y/N] ")
-	answer, _ := bufio.NewReader(st.stdin).ReadString('\n')
-	if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
-		fmt.Fprintln(st.stderr, "not released")
-		return s, answerNotReleased
-	}
-	now, err := b.Inspect(c.Context, s.Key)
-	if err != nil {
-		return s, err
-	}
-	if !now.Held || now.Token != s.Token || now.RunID != s.RunID {
-		fmt.Fprintf(st.stderr, "%s changed hands meanwhile; not released: look again\n", s.Key)
-		return s, answerNotReleased
-	}
-	return now, nil
 }
 
 // say prints to stdout unless --quiet.

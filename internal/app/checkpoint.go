@@ -22,7 +22,8 @@ func checkpointCommand(st *state) *cli.Command {
 			"   The command asks its own lockrun (through " + runner.EnvControl + "), which stores the value in the\n" +
 			"   lock's backend only while its token is still the holder's: a late checkpoint of a holder\n" +
 			"   that lost the lock is refused with exit 76. 'get' prints the value as stored (nothing\n" +
-			"   when there is none; escaped, on one line, to a terminal); '-' reads the value from stdin.",
+			"   when there is none; escaped, on one line, to a terminal); '-' reads the value from stdin.\n" +
+			"   A semaphore's run (--limit above 1) keeps no checkpoint: set and get exit 64 there.",
 		OnUsageError: onUsageError,
 		Action:       needSubcommand("set, get or clear"),
 		Subcommands: []*cli.Command{
@@ -41,7 +42,7 @@ func fenceCommand(st *state) *cli.Command {
 		Action:       needSubcommand("check"),
 		Subcommands: []*cli.Command{{
 			Name:  "check",
-			Usage: "exit 0 when this command's token is still the holder's, 76 when not",
+			Usage: "exit 0 when this command's token is still the holder's (in a semaphore, one of its holders'), 76 when not",
 			UsageText: "lockrun fence check\n\n" +
 				"   A check-then-act: the lock can be lost just after the check. Only a check in the store\n" +
 				"   you write to (lockrun_fence in PostgreSQL, FCALL lockrun_fence in Redis) closes that window.",

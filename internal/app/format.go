@@ -1,7 +1,9 @@
 package app
 
 import (
+	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -33,8 +35,16 @@ func age(t, now time.Time) string {
 	return d.Round(time.Second).String()
 }
 
-// heldBy is "H since T, token N", as much as st knows.
+// heldBy is "H since T, token N", as much as st knows; for a semaphore,
+// "N of L holders: " and each holder so.
 func heldBy(st backend.Status, now time.Time) string {
+	if st.Limit > 1 && len(st.Holders) > 0 {
+		each := make([]string, len(st.Holders))
+		for i, h := range st.Holders {
+			each[i] = heldBy(h, now)
+		}
+		return fmt.Sprintf("%d of %d holders: %s", len(st.Holders), st.Limit, strings.Join(each, "; "))
+	}
 	s := backend.Escape(st.Holder)
 	if s == "" {
 		s = "an unnamed holder"

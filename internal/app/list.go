@@ -24,7 +24,8 @@ func listCommand(st *state) *cli.Command {
 		Name:  "list",
 		Usage: "list the held locks, or those whose key starts with PREFIX",
 		UsageText: "lockrun list [flags] [PREFIX]\n\n" +
-			"   One line per held lock: key, holder, token, since when, time left, user.\n" +
+			"   One line per holder: key, holder, token, since when, time left, user, and the key's\n" +
+			"   slots taken of its limit (a semaphore's key is on one line per holder; 1/1 a plain lock).\n" +
 			"   Exit status 0, also when nothing is held.",
 		OnUsageError: onUsageError,
 		Flags: append(commonFlags("print errors only", adminVerbose),
@@ -72,19 +73,28 @@ func (st *state) list(c *cli.Context) error {
 // table writes held as aligned columns, with a header.
 func table(w io.Writer, held []backend.Status, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tHOLDER\tTOKEN\tSINCE\tHELD FOR\tTTL LEFT\tUSER")
-	for _, s := range held {
-		since, heldFor := "-", "-"
-		if !s.Since.IsZero() {
-			since, heldFor = clock(s.Since, now), age(s.Since, now)
+	fmt.Fprintln(tw, "KEY\tHOLDER\tTOKEN\tSINCE\tHELD FOR\tTTL LEFT\tUSER\tSLOTS")
+	for _, key := range held {
+		all := key.All()
+		slots := fmt.Sprintf("%d/%d", len(all), max(key.Limit, 1))
+		for _, s := range all {
+			row(tw, s, slots, now)
 		}
-		ttl := "-"
-		if s.TTL > 0 {
-			ttl = s.TTL.Round(time.Second).String()
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Key, dash(backend.Escape(s.Holder)), s.Token, since, heldFor, ttl, dash(backend.Escape(s.Info.User)))
 	}
 	return tw.Flush()
+}
+
+// row writes one holder's line of the table.
+func row(tw io.Writer, s backend.Status, slots string, now time.Time) {
+	since, heldFor := "-", "-"
+	if !s.Since.IsZero() {
+		since, heldFor = clock(s.Since, now), age(s.Since, now)
+	}
+	ttl := "-"
+	if s.TTL > 0 {
+		ttl = s.TTL.Round(time.Second).String()
+	}
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Key, dash(backend.Escape(s.Holder)), s.Token, since, heldFor, ttl, dash(backend.Escape(s.Info.User)), slots)
 }
 
 func dash(s string) string {
@@ -96,7 +106,25 @@ func dash(s string) string {
 
 // statusJSON is a status as status --json and list --json print it: text
 // as stored (JSON escapes it), times in RFC 3339, durations in seconds.
+// The top-level fields are the (first) holder's; "limit" is the key's (1
+// for a plain lock, 0 when free) and "holders" lists every holder, oldest
+// token first, so that a script reads a plain lock and a semaphore alike.
 func statusJSON(s backend.Status) map[string]any {
+	m := holderJSON(s)
+	all := s.All()
+	holders := make([]map[string]any, 0, len(all))
+	for _, h := range all {
+		holders = append(holders, holderJSON(h))
+	}
+	m["holders"], m["limit"] = holders, s.Limit
+	if s.Held && s.Limit == 0 {
+		m["limit"] = 1
+	}
+	return m
+}
+
+// holderJSON is one holder's fields of statusJSON.
+func holderJSON(s backend.Status) map[string]any {
 	m := map[string]any{
 		"key": s.Key, "held": s.Held, "holder": s.Holder, "run_id": s.RunID,
 		"token": uint64(s.Token), "ttl_ms": s.TTL.Milliseconds(), "ttl_s": s.TTL.Seconds(),

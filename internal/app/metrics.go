@@ -37,6 +37,7 @@ func checkMetricsFile(path string) error {
 // runFigures are what one run's metrics file says.
 type runFigures struct {
 	key    string
+	limit  int // --limit: 1 for a plain lock
 	stats  runner.Stats
 	status int       // lockrun's exit status
 	end    time.Time // when the run ended
@@ -122,6 +123,7 @@ func formatMetrics(r runFigures, success float64) string {
 	gauge("lockrun_exit_status", "Exit status of the last run of lockrun (75 busy, 76 lock lost, 124 --max-run, 69 backend unavailable, ...).", float64(r.status))
 	gauge("lockrun_lock_lost", "1 if the last run lost the lock while its command ran.", bool01(r.stats.Lost))
 	gauge("lockrun_fail_open", "1 if the last run ran its command without the lock (--fail-open).", bool01(r.stats.FailOpen))
+	gauge("lockrun_limit", "The --limit of the last run: how many runs may hold the key at once (1: a plain lock).", float64(max(r.limit, 1)))
 	gauge("lockrun_last_run_timestamp_seconds", "Unix time at which the last run ended.", float64(r.end.UnixMilli())/1e3)
 	if success > 0 {
 		gauge(lastSuccess, "Unix time at which the last run whose command ran and exited 0 ended.", success)

@@ -3,6 +3,7 @@ package app
 import (
 	"crypto/rand"
 	"errors"
+	"log/slog"
 	"os"
 	"strconv"
 	"time"
@@ -28,6 +29,9 @@ EXAMPLES:
    # the embedded file backend (no server) and the fencing token
    lockrun run demo -- sh -c 'echo "token $LOCKRUN_FENCING_TOKEN"'
 
+   # at most 2 deploys at once; a third waits for a free slot
+   lockrun run --limit 2 --wait deploy -- ./deploy.sh
+
    # a fleet's crontab: the job runs once per schedule even when hosts' crons fire up to 5 minutes apart
    lockrun run -q --conflict-exit-code 0 --min-hold 5m nightly-report -- /opt/report.sh
 
@@ -37,7 +41,7 @@ EXIT STATUS:
    the command's own status (128+N if signal N killed it); 75 lock busy (--conflict-exit-code);
    76 lock lost (or its watchdog died), command stopped; 124 --max-run reached, command stopped;
    64 usage error; 69 backend unavailable (may work later); 77 permission or authentication refused;
-   78 backend configuration error; 70 internal error; 126 command not executable;
+   78 backend configuration error, or KEY held with another --limit; 70 internal error; 126 command not executable;
    127 command not found`
 
 func runCommand(st *state) *cli.Command {
@@ -58,6 +62,8 @@ func runCommand(st *state) *cli.Command {
 			durationFlag("max-run", "MAX_RUN", "stop the command (SIGTERM, kill grace, SIGKILL) once it has run this long, and exit 124", 0, "no limit"),
 			&cli.IntFlag{Name: "conflict-exit-code", Value: ExitBusy, EnvVars: env("CONFLICT_EXIT_CODE"), Usage: "exit status when the lock is busy"},
 			&cli.StringFlag{Name: "holder", EnvVars: env("HOLDER"), Usage: "who holds the lock, as others see it", DefaultText: "host:pid"},
+			&cli.IntFlag{Name: "limit", Value: 1, EnvVars: env("LIMIT"), Usage: "let up to `N` runs (1.." + strconv.Itoa(backend.MaxLimit) + ") hold KEY at once, " +
+				"a semaphore: each has its own lease and fencing token; every run on KEY must ask for the same N (else exit 78)"},
 		),
 		Action: st.run,
 	}
@@ -113,6 +119,10 @@ func (st *state) run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	limit := c.Int("limit")
+	if limit < 1 || limit > backend.MaxLimit {
+		return usagef("--limit %d must be from 1 to %d", limit, backend.MaxLimit)
+	}
 	path, err := runner.Resolve(argv[0])
 	if err != nil {
 		return err
@@ -124,7 +134,7 @@ func (st *state) run(c *cli.Context) error {
 	job := runner.Job{
 		Key: key,
 		Acquire: backend.AcquireOptions{TTL: policy.TTL, Holder: holder, RunID: runID, Wait: c.Bool("wait") || timeout > 0,
-			MinHold: minHold, Info: holderInfo(argv, os.Getenv)},
+			MinHold: minHold, Info: holderInfo(argv, os.Getenv), Limit: limit},
 		Policy:   policy,
 		Timeout:  timeout,
 		MaxRun:   maxRun,
@@ -132,18 +142,27 @@ func (st *state) run(c *cli.Context) error {
 		Args:     argv,
 		Stdio:    [3]*os.File{st.stdin, st.stdout, st.stderr},
 		Watchdog: watchdog.Self.ForRun(runID),
-		Log:      log.With("key", key),
+		Log:      runLogger(log, key, limit),
 		FailOpen: c.Bool("fail-open"),
 		Stats:    &runner.Stats{},
 	}
 	err = withBusyCode(st.runJob(c, raw, job), busy)
 	if file := c.String("metrics-file"); file != "" {
-		figures := runFigures{key: key, stats: *job.Stats, status: exitCode(err), end: time.Now()}
+		figures := runFigures{key: key, limit: limit, stats: *job.Stats, status: exitCode(err), end: time.Now()}
 		if merr := writeMetrics(file, figures); merr != nil {
 			log.Error("could not write the metrics file", "err", merr)
 		}
 	}
 	return err
+}
+
+// runLogger is the run's logger: every line names the key and, for a
+// semaphore, its limit (a plain lock's lines stay as they were).
+func runLogger(log *slog.Logger, key string, limit int) *slog.Logger {
+	if limit > 1 {
+		return log.With("key", key, "limit", limit)
+	}
+	return log.With("key", key)
 }
 
 // runJob opens the backend and runs job under its lock, or without one if

@@ -22,6 +22,7 @@ func RunSemaphores(t *testing.T, h Operators) {
 	t.Run("WaitersNeverExceedTheLimit", s.waitersNeverExceedTheLimit)
 	t.Run("WaitersAreServedInOrder", s.waitersAreServedInOrder)
 	t.Run("ReleaseWakesAWaiter", s.releaseWakesAWaiter)
+	t.Run("AWaitersLeaseCountsFromItsGrant", s.waitersLeaseCountsFromItsGrant)
 	t.Run("CrashedHolderFreesItsSlot", s.crashedHolderFreesItsSlot)
 	t.Run("ReleaseHolderBreaksOne", s.releaseHolderBreaksOne)
 	t.Run("MinHoldKeepsTheSlot", s.minHoldKeepsTheSlot)
@@ -287,6 +288,41 @@ func (s *semSuite) releaseWakesAWaiter(t *testing.T) {
 		release(t, w)
 	}
 	release(t, held[0])
+}
+
+// waitersLeaseCountsFromItsGrant: a waiter that waited longer than its TTL
+// gets a lease whose Start is about its grant, not the start of its wait;
+// a lease already over when granted is one lockrun must refuse as too
+// late, and the waiter would lose its turn.
+func (s *semSuite) waitersLeaseCountsFromItsGrant(t *testing.T) {
+	const limit = 2
+	key := Key(t)
+	held := s.fillFor(t, key, limit, limit, 10*s.h.TTL+3*time.Second)
+	o := s.semOpts("waiter", limit)
+	o.Wait = true
+	type grant struct {
+		l  backend.Lease
+		at time.Time
+	}
+	got := make(chan grant, 1)
+	go func() {
+		l, err := s.open(t).Acquire(t.Context(), key, o)
+		if err != nil {
+			t.Errorf("waiter: %v", err)
+		}
+		got <- grant{l, time.Now()}
+	}()
+	time.Sleep(s.h.TTL * 3 / 2)
+	release(t, held[0])
+	g := <-got
+	if g.l == nil {
+		return
+	}
+	if age := g.at.Sub(g.l.Start()); age >= s.h.TTL {
+		t.Errorf("a waiter's lease was %v old when granted (TTL %v): its Start is not its grant's", age, s.h.TTL)
+	}
+	release(t, g.l)
+	release(t, held[1])
 }
 
 func (s *semSuite) crashedHolderFreesItsSlot(t *testing.T) {

@@ -125,3 +125,16 @@ func TestValueHintsNameFlagsOfLockrun(t *testing.T) {
 		}
 	}
 }
+
+// A flag's `backquoted` word names its value, as in lockrun's own help,
+// and no backquote reaches the page.
+func TestBackquotedWordNamesTheValue(t *testing.T) {
+	for _, o := range runCommand(t).Flags {
+		if strings.Contains(o.Usage, "`") {
+			t.Errorf("--%s: usage %q keeps a backquote", o.Names[0], o.Usage)
+		}
+		if want := map[string]string{"limit": "N", "metrics-file": "PATH"}[o.Names[0]]; want != "" && !strings.Contains(flagItem(o), `\fI`+want+`\fR`) {
+			t.Errorf("--%s: %q; want its value named %s", o.Names[0], flagItem(o), want)
+		}
+	}
+}

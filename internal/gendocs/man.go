@@ -96,7 +96,11 @@ func flagItem(o option) string {
 	}
 	tag := strings.Join(names, ", ")
 	if o.Value {
-		tag += ` \fI` + placeholder(o.Kind) + `\fR`
+		ph := o.Placeholder
+		if ph == "" {
+			ph = placeholder(o.Kind)
+		}
+		tag += ` \fI` + ph + `\fR`
 	}
 	text := esc(upperFirst(o.Usage)) + "."
 	var more []string

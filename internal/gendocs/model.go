@@ -30,6 +30,9 @@ type option struct {
 	Default string // "" when the default is nothing worth saying
 	Value   bool   // takes a value
 	Kind    string // "duration", "int", "string", or "" for a switch
+	// Placeholder names the value as the usage's `backquoted` word does
+	// (urfave/cli's convention); "" to name it by Kind.
+	Placeholder string
 }
 
 // describe reads def into a program, leaving out hidden commands.
@@ -58,7 +61,8 @@ func describeFlag(f cli.Flag) option {
 	if !ok {
 		return o
 	}
-	o.Usage, o.Env, o.Value = d.GetUsage(), d.GetEnvVars(), d.TakesValue()
+	o.Placeholder, o.Usage = unquote(d.GetUsage())
+	o.Env, o.Value = d.GetEnvVars(), d.TakesValue()
 	switch f.(type) {
 	case *cli.DurationFlag, *cli.GenericFlag: // lockrun's generic flags are durations that take bare seconds
 		o.Kind = "duration"
@@ -73,6 +77,20 @@ func describeFlag(f cli.Flag) option {
 		o.Default = def
 	}
 	return o
+}
+
+// unquote takes the first `backquoted` word out of usage, as urfave/cli's
+// help does to name a flag's value: the name, and usage without quotes.
+func unquote(usage string) (name, text string) {
+	before, rest, ok := strings.Cut(usage, "`")
+	if !ok {
+		return "", usage
+	}
+	name, after, ok := strings.Cut(rest, "`")
+	if !ok {
+		return "", usage
+	}
+	return name, before + name + after
 }
 
 // dedent drops the blank lines around text and the indentation urfave/cli's

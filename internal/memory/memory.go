@@ -1,11 +1,14 @@
 // Package memory is an in-process backend with fault injection, for unit
 // tests of the runner and the heartbeat. It keeps the contract (it passes
-// backendtest) but shares nothing between processes: never use it to lock.
+// backendtest, semaphores included) but shares nothing between processes:
+// never use it to lock.
 package memory
 
 import (
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -20,11 +23,27 @@ type Backend struct {
 	renewFn func(ctx context.Context) error
 }
 
+// entry is one key: its holders (one for a plain lock, up to limit for a
+// semaphore) and its queue of waiters, both in the order they came.
 type entry struct {
-	holder, runID string
-	token         backend.Token
-	expires       time.Time // zero when free
+	token   backend.Token // the last token issued for the key
+	limit   int           // the holders' (or, with none, the waiters') limit
+	holders []*slot       // oldest token first
+	queue   []*waiter     // FIFO
 }
+
+// slot is one holder's lease as the store records it.
+type slot struct {
+	holder, runID  string
+	token          backend.Token
+	info           backend.HolderInfo
+	since, renewed time.Time
+	expires        time.Time
+	minEnd         time.Time // grant + MinHold
+	released       bool      // released within its minimum hold: kept, not owned
+}
+
+type waiter struct{ limit int }
 
 // New returns an empty store.
 func New() *Backend {
@@ -43,14 +62,18 @@ func (b *Backend) FailRenewals(f func(ctx context.Context) error) {
 // Close does nothing.
 func (b *Backend) Close() error { return nil }
 
+// entry returns key's entry without its expired holders; callers hold b.mu.
 func (b *Backend) entry(key string) *entry {
 	e := b.locks[key]
 	if e == nil {
 		e = &entry{}
 		b.locks[key] = e
 	}
-	if !e.expires.IsZero() && !time.Now().Before(e.expires) {
-		e.expires, e.holder, e.runID = time.Time{}, "", ""
+	now := time.Now()
+	n := len(e.holders)
+	e.holders = slices.DeleteFunc(e.holders, func(s *slot) bool { return !now.Before(s.expires) })
+	if len(e.holders) != n {
+		b.notify()
 	}
 	return e
 }
@@ -61,121 +84,108 @@ func (b *Backend) notify() {
 	b.changed = make(chan struct{})
 }
 
-// Acquire takes key, or waits for a release or the holder's expiry.
+// Acquire takes a slot of key, or waits in its queue for a release or a
+// holder's expiry.
 func (b *Backend) Acquire(ctx context.Context, key string, o backend.AcquireOptions) (backend.Lease, error) {
 	if err := backend.ValidateRequest(key, o); err != nil {
 		return nil, err
 	}
-	for {
+	limit := o.EffectiveLimit()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.entry(key)
+	if have := e.currentLimit(); have != 0 && have != limit {
+		return nil, &backend.LimitError{Key: key, Want: limit, Have: have}
+	}
+	if s := e.holding(o.RunID); s != nil {
+		// A retry of a grant this run already has: the same slot, its
+		// TTL restarted, never a second one.
 		start := time.Now()
-		b.mu.Lock()
-		e := b.entry(key)
-		if e.expires.IsZero() {
-			// As every backend: above the last token, and never below
-			// the wall clock in microseconds.
-			e.holder, e.runID, e.token = o.Holder, o.RunID, max(e.token+1, backend.ClockToken(start))
-			e.expires = start.Add(o.TTL)
-			b.notify()
-			b.mu.Unlock()
-			return &lease{b: b, key: key, runID: o.RunID, token: e.token, ttl: o.TTL, start: start}, nil
+		s.expires, s.renewed = start.Add(o.TTL), start
+		return &lease{b: b, key: key, s: s, ttl: o.TTL, start: start}, nil
+	}
+	w := &waiter{limit: limit}
+	e.queue = append(e.queue, w)
+	e.limit = limit
+	for {
+		if l, err := b.tryGrant(key, e, w, o); l != nil || err != nil {
+			return l, err
 		}
-		held := &backend.HeldError{Status: b.statusLocked(key, e)}
-		changed, left := b.changed, time.Until(e.expires)
-		b.mu.Unlock()
 		if !o.Wait {
-			return nil, held
+			e.leave(w)
+			return nil, &backend.HeldError{Status: e.status(key)}
 		}
+		changed, left := b.changed, e.nextExpiry()
+		b.mu.Unlock()
 		select {
 		case <-changed:
 		case <-time.After(left):
 		case <-ctx.Done():
+		}
+		b.mu.Lock()
+		e = b.entry(key)
+		if ctx.Err() != nil {
+			e.leave(w)
+			b.notify() // the waiters behind w move up
 			return nil, context.Cause(ctx)
 		}
 	}
 }
 
-// Inspect reports the holder of key.
-func (b *Backend) Inspect(ctx context.Context, key string) (backend.Status, error) {
-	if err := backend.ValidateKey(key); err != nil {
-		return backend.Status{}, err
+// tryGrant gives w a slot if one is free for it: FIFO, a waiter is served
+// only when every waiter ahead of it fits too. Callers hold b.mu.
+func (b *Backend) tryGrant(key string, e *entry, w *waiter, o backend.AcquireOptions) (backend.Lease, error) {
+	pos := slices.Index(e.queue, w)
+	if len(e.holders)+pos >= w.limit {
+		return nil, nil
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.statusLocked(key, b.entry(key)), nil
-}
-
-func (b *Backend) statusLocked(key string, e *entry) backend.Status {
-	st := backend.Status{Key: key, Token: e.token}
-	if !e.expires.IsZero() {
-		st.Held, st.Holder, st.RunID, st.TTL = true, e.holder, e.runID, time.Until(e.expires)
-	}
-	return st
-}
-
-// ForceRelease frees key whoever holds it.
-func (b *Backend) ForceRelease(ctx context.Context, key string) error {
-	if err := backend.ValidateKey(key); err != nil {
-		return err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	e := b.entry(key)
-	e.expires, e.holder, e.runID = time.Time{}, "", ""
-	b.notify()
-	return nil
-}
-
-// Expire ends key's lease at once, as if its holder had stopped renewing
-// a TTL ago.
-func (b *Backend) Expire(key string) { _ = b.ForceRelease(context.Background(), key) }
-
-type lease struct {
-	b          *Backend
-	key, runID string
-	token      backend.Token
-	ttl        time.Duration
-	start      time.Time
-}
-
-func (l *lease) Token() backend.Token { return l.token }
-func (l *lease) TTL() time.Duration   { return l.ttl }
-func (l *lease) Start() time.Time     { return l.start }
-
-// owned returns the entry if this lease still holds it; callers hold b.mu.
-func (l *lease) owned() (*entry, error) {
-	e := l.b.entry(l.key)
-	if e.expires.IsZero() || e.runID != l.runID || e.token != l.token {
-		return nil, fmt.Errorf("%w: key %q", backend.ErrLost, l.key)
-	}
-	return e, nil
-}
-
-func (l *lease) Renew(ctx context.Context) error {
-	l.b.mu.Lock()
-	f := l.b.renewFn
-	l.b.mu.Unlock()
-	if f != nil {
-		return f(ctx)
+	if e.token == math.MaxUint64 {
+		e.leave(w)
+		return nil, fmt.Errorf("lock %q: %w", key, backend.ErrTokenRange)
 	}
 	start := time.Now()
-	l.b.mu.Lock()
-	defer l.b.mu.Unlock()
-	e, err := l.owned()
-	if err != nil {
-		return err
+	// As every backend: above the last token, and never below the wall
+	// clock in microseconds.
+	e.token = max(e.token+1, backend.ClockToken(start))
+	s := &slot{
+		holder: o.Holder, runID: o.RunID, token: e.token, info: o.Info,
+		since: start, renewed: start, expires: start.Add(o.TTL), minEnd: start.Add(o.MinHold),
 	}
-	e.expires = start.Add(l.ttl)
+	e.leave(w)
+	e.holders = append(e.holders, s)
+	e.limit = w.limit
+	b.notify()
+	return &lease{b: b, key: key, s: s, ttl: o.TTL, start: start}, nil
+}
+
+// currentLimit is the limit of key's holders, or of its waiters when it
+// has none; 0 when nobody holds or awaits it.
+func (e *entry) currentLimit() int {
+	if len(e.holders) == 0 && len(e.queue) == 0 {
+		return 0
+	}
+	return e.limit
+}
+
+// holding returns the live, owned slot of run id, if any.
+func (e *entry) holding(runID string) *slot {
+	for _, s := range e.holders {
+		if s.runID == runID && !s.released {
+			return s
+		}
+	}
 	return nil
 }
 
-func (l *lease) Release(ctx context.Context) error {
-	l.b.mu.Lock()
-	defer l.b.mu.Unlock()
-	e, err := l.owned()
-	if err != nil {
-		return err
+func (e *entry) leave(w *waiter) {
+	e.queue = slices.DeleteFunc(e.queue, func(x *waiter) bool { return x == w })
+}
+
+// nextExpiry is how long until the first holder's lease ends.
+func (e *entry) nextExpiry() time.Duration {
+	left := time.Hour
+	for _, s := range e.holders {
+		left = min(left, time.Until(s.expires))
 	}
-	e.expires, e.holder, e.runID = time.Time{}, "", ""
-	l.b.notify()
-	return nil
+	return max(left, 0)
 }

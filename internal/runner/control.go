@@ -100,6 +100,7 @@ func Ask(ctx context.Context, path string, req ControlRequest) (ControlAnswer, e
 type control struct {
 	key   string
 	token backend.Token
+	limit int // the run's --limit: above 1, a semaphore, which keeps no checkpoints
 	store inspector
 	dir   string
 	ln    net.Listener
@@ -144,7 +145,7 @@ func startControl(job Job, lease backend.Lease, log *slog.Logger) *control {
 		log.Warn("no control socket for the command: checkpoints and fence checks will fail", "err", err)
 		return nil
 	}
-	c := &control{key: job.Key, token: lease.Token(), store: store, dir: dir, ln: ln, log: log, lost: make(chan struct{})}
+	c := &control{key: job.Key, token: lease.Token(), limit: job.Acquire.EffectiveLimit(), store: store, dir: dir, ln: ln, log: log, lost: make(chan struct{})}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.wg.Go(c.serve)
 	return c

@@ -24,11 +24,16 @@ func (c *control) answer(ctx context.Context, req ControlRequest) ControlAnswer 
 		if err != nil {
 			return failed(err)
 		}
-		if !st.Held || st.Token != c.token {
+		if !st.HoldsToken(c.token) { // any holder of a semaphore, not only the first
 			return c.refused()
 		}
 		return ControlAnswer{Status: StatusOK, Token: c.token.String()}
 	case OpCheckpointSet, OpCheckpointGet:
+		if c.limit > 1 {
+			return ControlAnswer{Status: StatusError, Kind: KindUsage, Message: fmt.Sprintf(
+				"lock %q is a semaphore (--limit %d): checkpoints belong to a plain lock, whose one holder's progress the next resumes",
+				c.key, c.limit)}
+		}
 		cp, ok := c.store.(backend.Checkpointer)
 		if !ok {
 			return ControlAnswer{Status: StatusError, Kind: KindUsage, Message: "this backend keeps no checkpoints"}

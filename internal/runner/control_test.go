@@ -2,11 +2,13 @@ package runner
 
 import (
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/lockrun/lockrun/backend"
 	"github.com/lockrun/lockrun/backend/file"
+	"github.com/lockrun/lockrun/internal/memory"
 )
 
 // controlOn takes key on a file backend in a fresh directory and serves
@@ -83,6 +85,55 @@ func TestControlRefusesOnceTheLeaseIsLostLocally(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("set after a local loss: %+v, want lost", a)
+		}
+	}
+}
+
+// semaphoreControl takes key with two holders of limit 2 on one memory
+// store and serves the second one's control socket.
+func semaphoreControl(t *testing.T) (*control, *memory.Backend, backend.Lease) {
+	t.Helper()
+	b := memory.New()
+	o := backend.AcquireOptions{TTL: 10 * time.Second, Holder: "h", RunID: "r1", Limit: 2}
+	if _, err := b.Acquire(t.Context(), "k", o); err != nil {
+		t.Fatal(err)
+	}
+	o.RunID = "r2"
+	l, err := b.Acquire(t.Context(), "k", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startControl(Job{Key: "k", Locker: b, Acquire: o}, l, slog.New(slog.DiscardHandler))
+	if c == nil {
+		t.Fatal("no control socket")
+	}
+	t.Cleanup(c.close)
+	return c, b, l
+}
+
+// A semaphore's second holder is a holder too: its fence check passes
+// while its own token is held, whoever is first, and fails once that one
+// holder is broken.
+func TestControlFenceCheckOfASemaphoreHolder(t *testing.T) {
+	c, b, l := semaphoreControl(t)
+	if a := ask(t, c, OpFenceCheck, ""); a.Status != StatusOK || a.Token != l.Token().String() {
+		t.Fatalf("fence check of the second holder: %+v, want ok", a)
+	}
+	if err := b.ReleaseHolder(t.Context(), "k", l.Token()); err != nil {
+		t.Fatal(err)
+	}
+	if a := ask(t, c, OpFenceCheck, ""); a.Status != StatusLost {
+		t.Errorf("fence check after its holder was broken: %+v, want lost", a)
+	}
+}
+
+// Checkpoints are a plain lock's: a semaphore run's requests are refused
+// as a usage error before they reach the store.
+func TestControlRefusesCheckpointsInASemaphore(t *testing.T) {
+	c, _, _ := semaphoreControl(t)
+	for _, op := range []string{OpCheckpointSet, OpCheckpointGet} {
+		if a := ask(t, c, op, "v"); a.Status != StatusError || a.Kind != KindUsage || !strings.Contains(a.Message, "--limit 2") {
+			t.Errorf("%s in a semaphore run: %+v, want a usage error naming the limit", op, a)
 		}
 	}
 }

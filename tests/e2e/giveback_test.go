@@ -3,12 +3,9 @@ package e2e_test
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/lockrun/lockrun/internal/zktest"
 )
 
 // A command that cannot start once the lock is held (its interpreter is
@@ -25,13 +22,7 @@ func TestUnstartedCommandLeavesNoMinHold(t *testing.T) {
 	if err := os.WriteFile(garbage, []byte{0, 1, 2, 3}, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	backends := append(slices.Clone(servers),
-		server{"zookeeper", func(t *testing.T) string { return zktest.Start(t).URL() }},
-		server{"redlock", func(t *testing.T) string {
-			_, e := redlockSet(t)
-			return strings.TrimPrefix(e[len(e)-1], "LOCKRUN_BACKEND=")
-		}})
-	for _, srv := range backends {
+	for _, srv := range everyBackend() {
 		t.Run(srv.name, func(t *testing.T) {
 			t.Parallel()
 			e := envFor(srv.url(t))

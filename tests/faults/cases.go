@@ -48,6 +48,7 @@ type Case struct {
 	Hooked      bool          // needs lockrun built with the testhooks tag
 	BlockStderr bool          // lockrun's stderr is a full pipe nobody reads
 	Env         []string      // more environment for lockrun
+	Limit       int           // --limit: above 1, a semaphore; see -faults.semaphores
 	Fault       func(ctx context.Context, a *attack)
 }
 
@@ -66,6 +67,11 @@ var Cases = []Case{
 	{Name: "11-watchdog-killed-then-frozen", Hold: time.Hour, Competitors: 3, MustLose: true, Fault: killWatchdogThenFreeze},
 	{Name: "12-blocked-stderr-release", Mode: "stubborn", Hold: time.Hour, Competitors: 1, BlockStderr: true, MustLose: true, Fault: releaseUnderBlockedStderr},
 	{Name: "13-cpu-pressure", Hold: 20 * time.Millisecond, Competitors: 5, Quiet: true, MinRuns: 5, MinDuration: 4 * time.Second, Hog: true},
+	// Semaphores: never more than --limit commands alive at once, and each
+	// holder killed before its own lease can end while the others run on.
+	{Name: "14-semaphore-no-fault", Limit: 3, Hold: 50 * time.Millisecond, Competitors: 6, Quiet: true, MinRuns: 10},
+	{Name: "15-semaphore-lockrun-sigkill", Limit: 2, Mode: "escape", Hold: time.Hour, Competitors: 4, Fault: killLockrun},
+	{Name: "16-semaphore-lockrun-frozen", Limit: 2, Hold: time.Hour, Competitors: 4, MustLose: true, Fault: freezeLockrun},
 }
 
 // blackhole holds requests, then replies, for longer than the TTL, then

@@ -22,6 +22,7 @@ var (
 	only     = flag.String("faults.backends", "", "comma-separated backends to attack (default: all)")
 	cases    = flag.String("faults.cases", "", "comma-separated case numbers to run (default: all)")
 	hog      = flag.Bool("faults.hog", false, "run every case beside a busy loop on every core")
+	sems     = flag.String("faults.semaphores", "file", "comma-separated backends the semaphore cases (--limit) run on, or all")
 )
 
 // TestFaults runs every case on every backend and fails on any overlap
@@ -145,6 +146,8 @@ func applies(c Case, tg Target) bool {
 	case !wanted(c), c.Net && tg.Proxy == nil, c.Fault == nil && !c.Quiet:
 		return false
 	case c.Name == "4-server-freeze-restart" && tg.Server == nil:
+		return false
+	case c.Limit > 1 && *sems != "all" && !selected(*sems, tg.Name):
 		return false
 	case tg.Cases != nil && !slices.Contains(tg.Cases, c.Name):
 		return false

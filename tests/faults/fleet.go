@@ -32,6 +32,7 @@ type Fleet struct {
 	Competitors int
 	Env         []string // more environment for lockrun, e.g. a test hook
 	BlockStderr bool     // lockrun's stderr is a full pipe that nobody reads
+	Limit       int      // --limit: above 1, a semaphore
 	Oracle      *Oracle
 
 	mu       sync.Mutex
@@ -41,6 +42,7 @@ type Fleet struct {
 // Attempt is one lockrun process as the harness saw it.
 type Attempt struct {
 	PID      int       // lockrun's pid
+	Started  time.Time // just before lockrun was started
 	Token    uint64    // 0 if it never got the lock
 	Acquired time.Time // when lockrun logged the acquisition
 	KillBy   time.Time // lockrun's kill deadline by its last log record (wall clock)
@@ -71,6 +73,9 @@ func (f *Fleet) once(ctx context.Context) {
 	if f.BlockStderr {
 		args = args[:2] // warnings only: none comes before the command starts
 	}
+	if f.Limit > 1 {
+		args = append(args, "--limit", strconv.Itoa(f.Limit))
+	}
 	args = append(args, "--timeout", "20s", "--ttl", f.TTL.String(), "--backend", f.Backend, f.Key, "--", f.Child)
 	cmd := exec.Command(f.Lockrun, args...)
 	cmd.Env = append(os.Environ(), f.Env...)
@@ -81,6 +86,7 @@ func (f *Fleet) once(ctx context.Context) {
 		return
 	}
 	defer done()
+	a.Started = time.Now()
 	if err := cmd.Start(); err != nil {
 		return
 	}

@@ -85,7 +85,7 @@ func (a *attack) nextGrant(token uint64, within time.Duration) (time.Time, bool)
 // Run attacks tg with c for d and returns what went wrong.
 func Run(tg Target, c Case, bins Binaries, d time.Duration) Result {
 	res := Result{Backend: tg.Name, Case: c.Name}
-	oracle, err := NewOracle()
+	oracle, err := NewOracle(c.Limit)
 	if err != nil {
 		res.failf("oracle: %v", err)
 		return res
@@ -93,7 +93,7 @@ func Run(tg Target, c Case, bins Binaries, d time.Duration) Result {
 	defer oracle.Close()
 	fleet := &Fleet{
 		Lockrun: bins.Lockrun, Child: bins.Child, Backend: tg.URL, Key: "faults-" + rand.Text()[:10],
-		TTL: tg.TTL, Hold: c.Hold, Mode: c.Mode, Competitors: c.Competitors, Env: c.Env,
+		TTL: tg.TTL, Hold: c.Hold, Mode: c.Mode, Competitors: c.Competitors, Env: c.Env, Limit: c.Limit,
 		BlockStderr: c.BlockStderr, Oracle: oracle,
 	}
 	if c.Hooked {
@@ -138,6 +138,12 @@ func judge(r *Result, c Case, a *attack, attempts []Attempt) {
 	}
 	if !c.MayOverlap && (r.Overlaps > 0 || r.LateKills > 0) {
 		r.failf("%d overlaps, %d late kills with lockrun's timers running", r.Overlaps, r.LateKills)
+	}
+	if c.Limit > 1 && r.Peak > c.Limit && !c.MayOverlap {
+		r.failf("%d commands alive at once under --limit %d", r.Peak, c.Limit)
+	}
+	if c.Limit > 1 && r.Peak < 2 { // every semaphore case keeps more holders than one busy
+		r.failf("at most %d command alive at once under --limit %d: the semaphore let nobody share", r.Peak, c.Limit)
 	}
 	if a.tg.Minority && r.LostExits > 0 {
 		r.failf("a fault on a minority of the servers made %d lockruns lose their lock", r.LostExits)

@@ -33,8 +33,15 @@ import (
 // store first heard of them: a run whose reader ran late reaches the store
 // after a newer one, as a write delayed in the network would, and is
 // refused; that tokens follow the grants is checked apart from the store.
+//
+// For a semaphore (lockrun run --limit N) the oracle counts how many runs
+// are alive at once: a write, or a grant, while N runs with older tokens
+// are still alive means more than N at once, and every such older run
+// counts as an overlap (a late kill) with the newer one. N 1 is the plain
+// lock's rule: any older run alive.
 type Oracle struct {
-	ln net.Listener
+	ln    net.Listener
+	limit int // how many runs may be alive at once
 
 	mu       sync.Mutex
 	fence    uint64           // the highest token accepted
@@ -43,6 +50,7 @@ type Oracle struct {
 	lives    []*life
 	overlaps map[[2]uint64]bool // older, newer token: older alive when newer wrote
 	late     map[[2]uint64]bool // older, newer token: older alive when newer was granted
+	peak     int                // the most runs seen alive at once, at a write
 	wg       sync.WaitGroup
 }
 
@@ -61,13 +69,14 @@ type life struct {
 	conn       net.Conn
 }
 
-// NewOracle listens on a free loopback port.
-func NewOracle() (*Oracle, error) {
+// NewOracle listens on a free loopback port, for runs of which up to limit
+// may be alive at once (1: a plain lock).
+func NewOracle(limit int) (*Oracle, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	o := &Oracle{ln: ln, latest: make(map[uint64]*life), overlaps: make(map[[2]uint64]bool), late: make(map[[2]uint64]bool)}
+	o := &Oracle{ln: ln, limit: max(limit, 1), latest: make(map[uint64]*life), overlaps: make(map[[2]uint64]bool), late: make(map[[2]uint64]bool)}
 	o.wg.Add(1)
 	go o.serve()
 	return o, nil
@@ -133,7 +142,9 @@ func (o *Oracle) record(c net.Conn, l *life, token uint64, pid int, now time.Tim
 		o.lives = append(o.lives, l)
 		o.latest[token] = l
 	}
-	o.probeLocked(token, o.overlaps)
+	older := o.olderAliveLocked(token)
+	o.peak = max(o.peak, len(older)+1)
+	o.excessLocked(older, token, o.overlaps)
 	o.judgeLocked(l, token)
 	return l
 }
@@ -179,16 +190,29 @@ func (o *Oracle) termed(l *life, now time.Time) {
 func (o *Oracle) Granted(token uint64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.probeLocked(token, o.late)
+	o.excessLocked(o.olderAliveLocked(token), token, o.late)
 }
 
-// probeLocked records in seen every run older than token whose
+// olderAliveLocked is the tokens of the runs older than token whose
 // connection is still established. Callers hold o.mu.
-func (o *Oracle) probeLocked(token uint64, seen map[[2]uint64]bool) {
+func (o *Oracle) olderAliveLocked(token uint64) []uint64 {
+	var older []uint64
 	for _, l := range o.lives {
-		if l.token < token && l.end.IsZero() && !seen[[2]uint64{l.token, token}] && established(l.conn) {
-			seen[[2]uint64{l.token, token}] = true
+		if l.token < token && l.end.IsZero() && established(l.conn) {
+			older = append(older, l.token)
 		}
+	}
+	return older
+}
+
+// excessLocked records in seen a pair of each older run with token when
+// they and token's run are more than the limit. Callers hold o.mu.
+func (o *Oracle) excessLocked(older []uint64, token uint64, seen map[[2]uint64]bool) {
+	if len(older) < o.limit {
+		return
+	}
+	for _, t := range older {
+		seen[[2]uint64{t, token}] = true
 	}
 }
 
@@ -207,11 +231,12 @@ func established(c net.Conn) bool {
 	return state == unix.BPF_TCP_ESTABLISHED
 }
 
-// counts returns the overlaps and late kills seen, and the store's verdicts.
-func (o *Oracle) counts() (overlaps, late int, store storeCounts) {
+// counts returns the overlaps and late kills seen, the most runs alive
+// at once, and the store's verdicts.
+func (o *Oracle) counts() (overlaps, late, peak int, store storeCounts) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return len(o.overlaps), len(o.late), o.counted
+	return len(o.overlaps), len(o.late), o.peak, o.counted
 }
 
 // snapshot returns copies of the runs seen so far.

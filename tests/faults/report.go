@@ -16,10 +16,11 @@ import (
 type Result struct {
 	Backend, Case    string
 	Runs             int // commands that started
-	Overlaps         int // pairs of runs: the older alive when the newer wrote
+	Overlaps         int // pairs of runs: the older alive when the newer wrote (for --limit N: with N older ones)
 	StaleAccepted    int // writes the fenced store accepted from a run after another run had its token
 	StaleRejected    int // writes the fenced store refused: their token was below one it had accepted
-	LateKills        int // pairs of runs: the older alive when the newer was granted
+	LateKills        int // pairs of runs: the older alive when the newer was granted (for --limit N: with N older ones)
+	Peak             int // the most commands seen alive at once
 	TokenRegressions int // grants whose token did not exceed the previous one
 	LostExits        int // lockruns that exited 76
 	Refusals         int // lockruns that gave a late grant back
@@ -31,8 +32,8 @@ type Result struct {
 func analyze(o *Oracle, attempts []Attempt) Result {
 	var r Result
 	lives := o.snapshot()
-	overlaps, late, store := o.counts()
-	r.Runs, r.Overlaps, r.LateKills = len(lives), overlaps, late
+	overlaps, late, peak, store := o.counts()
+	r.Runs, r.Overlaps, r.LateKills, r.Peak = len(lives), overlaps, late, peak
 	r.StaleAccepted, r.StaleRejected = store.staleAccepted, store.staleRejected
 	for _, l := range lives {
 		if l.end.IsZero() {
@@ -51,6 +52,10 @@ func analyze(o *Oracle, attempts []Attempt) Result {
 			grants = append(grants, a)
 		}
 	}
+	if o.limit > 1 {
+		r.TokenRegressions = sharedRegressions(grants)
+		return r
+	}
 	sort.Slice(grants, func(i, j int) bool { return grants[i].Acquired.Before(grants[j].Acquired) })
 	for i := 1; i < len(grants); i++ {
 		if grants[i].Token <= grants[i-1].Token {
@@ -58,6 +63,25 @@ func analyze(o *Oracle, attempts []Attempt) Result {
 		}
 	}
 	return r
+}
+
+// sharedRegressions counts the grants of a semaphore whose token did not
+// exceed one granted before: their holders run side by side and log their
+// grants in any order, so a grant is compared only with those that a
+// lockrun had logged before this one's lockrun even started (the server
+// had issued them before it was asked), and with every other grant for a
+// repeated token.
+func sharedRegressions(grants []Attempt) int {
+	n := 0
+	for i, y := range grants {
+		for j, x := range grants {
+			if i != j && (x.Token == y.Token && j < i || x.Acquired.Before(y.Started) && y.Token <= x.Token) {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }
 
 // refused tells whether lockrun gave back a grant that came too late.
