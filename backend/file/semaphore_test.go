@@ -86,7 +86,7 @@ func TestSemaphoreCrashedWaiterLeavesTheQueue(t *testing.T) {
 	}
 	defer held[1].Release(t.Context())
 	dead := startHelper(t, dir, "k", 2, true, false)
-	time.Sleep(300 * time.Millisecond) // first in the queue
+	time.Sleep(time.Second) // first in the queue
 	got := make(chan backend.Lease, 1)
 	go func() {
 		o := semOpts("second", 2)
@@ -97,7 +97,7 @@ func TestSemaphoreCrashedWaiterLeavesTheQueue(t *testing.T) {
 		}
 		got <- l
 	}()
-	time.Sleep(300 * time.Millisecond) // second in the queue
+	time.Sleep(time.Second) // second in the queue
 	dead.kill()
 	released := time.Now()
 	held[0].Release(t.Context())
@@ -418,7 +418,7 @@ func TestSemaphoreWaiterStartsAtItsGrant(t *testing.T) {
 		}
 		got <- l
 	}()
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(time.Second)
 	released := time.Now()
 	a.Release(t.Context())
 	l := <-got
@@ -464,7 +464,7 @@ func TestSemaphoreReleaseWakesTheWaiterWhileTheWatchdogHasTheFile(t *testing.T) 
 		got <- time.Now()
 		l.Release(t.Context())
 	}()
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(time.Second)
 	released := time.Now()
 	a.Release(t.Context())
 	select {

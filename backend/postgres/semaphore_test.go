@@ -145,7 +145,7 @@ func TestCrashedWaiterLeavesTheSemaphoresLine(t *testing.T) {
 		w, err = open(t, raw).Acquire(ctx, "k", o)
 		got <- err
 	}()
-	time.Sleep(300 * time.Millisecond) // queued behind the stuck front
+	time.Sleep(time.Second) // queued behind the stuck front
 	release(t, held[0])                // the NOTIFY reaches no one listening
 	select {
 	case err := <-got:

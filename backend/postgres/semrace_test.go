@@ -121,7 +121,7 @@ func TestConcurrentWritesToASemaphoreLoseNothing(t *testing.T) {
 		}
 		leases[i] = l
 	}
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(time.Second)
 	renewed := time.Now()
 	var wg sync.WaitGroup
 	start := make(chan struct{})

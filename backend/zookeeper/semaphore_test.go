@@ -142,7 +142,7 @@ func TestReleaseOutOfOrderWakesTheFirstWaiter(t *testing.T) {
 			<-t.Context().Done()
 			_ = l.Release(context.Background())
 		}()
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(time.Second)
 	}
 	for w, h := range []int{1, 0} { // the newer holder first
 		if err := held[h].Release(t.Context()); err != nil {
@@ -173,7 +173,7 @@ func TestWaiterThatGivesUpLeavesTheQueue(t *testing.T) {
 		_, err := quitter.Acquire(ctx, key, semOpts("quitter", 2, true))
 		quit <- err
 	}()
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(time.Second)
 	got := make(chan backend.Lease, 1)
 	go func() {
 		l, err := patient.Acquire(t.Context(), key, semOpts("patient", 2, true))
@@ -182,7 +182,7 @@ func TestWaiterThatGivesUpLeavesTheQueue(t *testing.T) {
 		}
 		got <- l
 	}()
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(time.Second)
 	cancel()
 	if err := <-quit; !errors.Is(err, context.Canceled) {
 		t.Errorf("the quitter's Acquire = %v, want context.Canceled", err)
@@ -216,7 +216,7 @@ func TestCrashedWaiterIsPassedOver(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	go func() { _, _ = dead.Acquire(ctx, key, semOpts("dead", 2, true)) }()
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(time.Second)
 	got := make(chan backend.Lease, 1)
 	next := p.open(t)
 	go func() {
@@ -226,7 +226,7 @@ func TestCrashedWaiterIsPassedOver(t *testing.T) {
 		}
 		got <- l
 	}()
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(time.Second)
 	p.mu.Lock()
 	p.by[dead].Hold(netproxy.Both)
 	p.mu.Unlock()
@@ -450,7 +450,7 @@ func TestSemaphoreOutlivesAServerRestart(t *testing.T) {
 		}
 		got <- l
 	}()
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(time.Second)
 	srv.Restart()
 	renewed := func(l backend.Lease) error {
 		ctx, cancel := context.WithTimeout(t.Context(), 4*time.Second)

@@ -237,7 +237,7 @@ func (s *semSuite) waitersAreServedInOrder(t *testing.T) {
 			leases[i] = l
 			got <- i
 		}()
-		time.Sleep(300 * time.Millisecond) // queued before the next one asks
+		time.Sleep(time.Second) // queued before the next one asks
 	}
 	for i, l := range held {
 		release(t, l)
