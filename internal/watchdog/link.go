@@ -45,7 +45,7 @@ func Start(p Program, cgroupDir string) (*Link, error) {
 	}
 	defer null.Close()
 	proc, err := os.StartProcess(p.Path, p.argv(os.Getpid(), cgroupDir), &os.ProcAttr{
-		Env:   []string{envRunID + "=" + p.RunID},
+		Env:   []string{envRunID + "=" + p.RunID, envProtocol + "=" + protocol},
 		Files: []*os.File{theirs, null, os.Stderr},
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	})

@@ -18,9 +18,21 @@ import (
 // ErrUsage is the error of arguments Main cannot parse.
 var ErrUsage = errors.New("watchdog: want the pid of lockrun, and the command's cgroup if it has one")
 
+// ErrProtocol is the error of a watchdog started by a lockrun that speaks
+// another protocol: one of another release.
+var ErrProtocol = errors.New("watchdog: lockrun and " + ProgramName + " are from different releases; install both from the same one")
+
 // Main is the watchdog's program: in is its end of the socket, args what
 // follows Program.Args (lockrun's pid, then the cgroup directory if any).
+// It returns ErrProtocol, before it reads anything, when the lockrun that
+// started it speaks another protocol, and ErrUsage when no lockrun did.
 func Main(in *os.File, args []string) error {
+	switch got := os.Getenv(envProtocol); {
+	case got == "":
+		return fmt.Errorf("%w; it is started by lockrun run, not by hand", ErrUsage)
+	case got != protocol:
+		return fmt.Errorf("%w (protocol %q, this watchdog's is %q)", ErrProtocol, got, protocol)
+	}
 	if len(args) < 1 || len(args) > 2 {
 		return ErrUsage
 	}
