@@ -12,6 +12,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/lockrun/lockrun/backend"
 )
 
@@ -166,7 +168,18 @@ func writeState(f *os.File, r record, newest int) error {
 	if _, err := f.WriteAt(b, int64(slotSize*(1-max(newest, 0)))); err != nil {
 		return err
 	}
-	return f.Sync()
+	return syncData(f)
+}
+
+// syncData makes what was written to f durable: fdatasync(2), which
+// writes the data and what reading it back needs (the size of a file that
+// grew), and not the mtime as well, whose journal commit fsync(2) would
+// add to every grant on the way to the command.
+func syncData(f *os.File) error {
+	if err := unix.Fdatasync(int(f.Fd())); err != nil {
+		return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: err}
+	}
+	return nil
 }
 
 type revocation struct {
@@ -193,5 +206,5 @@ func writeRevoked(f *os.File, runID string) error {
 	if _, err := f.WriteAt(b, revokedSlot*slotSize); err != nil {
 		return err
 	}
-	return f.Sync()
+	return syncData(f)
 }
