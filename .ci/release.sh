@@ -2,8 +2,10 @@
 # CI's release check: a pinned goreleaser from the Go module proxy checks
 # goreleaser.yaml and builds a snapshot (archives, .deb, .rpm, checksums);
 # then the .deb it built is installed on this machine, and the installed
-# lockrun must print its stamped version and have its man page. Root on
-# Debian (make test runs it after .ci/services.sh).
+# lockrun must print its stamped version, have its man page, and run a
+# command guarded by the installed lockrun-watchdog beside it (the
+# archive must hold both programs too). Root on Debian (make test runs
+# it after .ci/services.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 goreleaser=(go run github.com/goreleaser/goreleaser/v2@v2.15.1)
@@ -34,6 +36,11 @@ log=$(mktemp)
 "${goreleaser[@]}" release --snapshot --clean >"$log" 2>&1 || { cat "$log"; exit 1; }
 rm -f "$log"
 arch=$(dpkg --print-architecture)
+archives=(dist/lockrun_*_linux_"$arch".tar.gz)
+listing=$(tar -tzf "${archives[0]}")
+for prog in lockrun lockrun-watchdog; do
+	grep -qx "$prog" <<<"$listing" || { echo "release: ${archives[0]} has no $prog"; exit 1; }
+done
 debs=(dist/lockrun_*_"$arch".deb)
 echo "release: installing ${debs[0]}"
 dpkg -i "${debs[0]}" >/dev/null
@@ -45,3 +52,12 @@ case $version in
 *) echo "release: lockrun --version does not name commit ${commit:0:12}"; exit 1 ;;
 esac
 echo "release: man page at $(man -w lockrun)"
+# A real run of the installed pair: the command's parent (lockrun) must
+# have the installed watchdog as its other child, not itself re-executed.
+lockdir=$(mktemp -d)
+children=$(/usr/bin/lockrun run -b "file://$lockdir" release-check -- sh -c 'for p in $(cat /proc/$PPID/task/*/children); do readlink /proc/$p/exe; done')
+rm -rf "$lockdir"
+case $children in
+*/usr/bin/lockrun-watchdog*) echo "release: a run of /usr/bin/lockrun was guarded by /usr/bin/lockrun-watchdog" ;;
+*) echo "release: the installed lockrun's run had no /usr/bin/lockrun-watchdog beside its command (children: $children)"; exit 1 ;;
+esac

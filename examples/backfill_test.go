@@ -236,11 +236,11 @@ func busy(lockrun int, pids []int) bool {
 	return false
 }
 
-// isWatchdog reports whether pid is a lockrun watchdog.
+// isWatchdog reports whether pid is a lockrun watchdog: the watchdog
+// program, or lockrun re-executed as one.
 func isWatchdog(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	args := strings.Split(string(b), "\x00")
-	return err == nil && len(args) > 1 && args[1] == "watchdog"
+	_, ok := lockruntest.WatchdogArgs(pid)
+	return ok
 }
 
 // named reports whether pid's command name (comm) is name.

@@ -4,8 +4,9 @@
 // holder hears at once (inotify, see Done) when it is revoked or its file
 // removed, and the TTL only bounds how long that takes when the kernel
 // cannot watch. The fencing token is a counter kept in the lock file,
-// fsynced under the lock. Who may take, release or revoke a lock is who may
-// write its file; directories are verified before use (see Open).
+// synced to disk under the lock. Who may take, release or revoke a lock
+// is who may write its file; directories are verified before use (see
+// Open).
 package file
 
 import (

@@ -12,6 +12,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/lockrun/lockrun/backend"
 )
 
@@ -178,7 +180,18 @@ func writeRecord(f *os.File, r record, newest int, sync bool) error {
 	if !sync {
 		return nil
 	}
-	return f.Sync()
+	return syncData(f)
+}
+
+// syncData makes what was written to f durable: fdatasync(2), which
+// writes the data and what reading it back needs (the size of a file that
+// grew), and not the mtime as well, whose journal commit fsync(2) would
+// add to every grant on the way to the command.
+func syncData(f *os.File) error {
+	if err := unix.Fdatasync(int(f.Fd())); err != nil {
+		return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: err}
+	}
+	return nil
 }
 
 type revocation struct {
@@ -205,5 +218,5 @@ func writeRevoked(f *os.File, runID string) error {
 	if _, err := f.WriteAt(b, revokedSlot*slotSize); err != nil {
 		return err
 	}
-	return f.Sync()
+	return syncData(f)
 }

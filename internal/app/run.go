@@ -141,7 +141,7 @@ func (st *state) run(c *cli.Context) error {
 		Path:     path,
 		Args:     argv,
 		Stdio:    [3]*os.File{st.stdin, st.stdout, st.stderr},
-		Watchdog: watchdog.Self.ForRun(runID),
+		Watchdog: findWatchdog(log).ForRun(runID),
 		Log:      runLogger(log, key, limit),
 		FailOpen: c.Bool("fail-open"),
 		Stats:    &runner.Stats{},
@@ -177,6 +177,17 @@ func (st *state) runJob(c *cli.Context, raw string, job runner.Job) error {
 	waits := st.announcer(b, job.Log)
 	job.Locker, job.BackendURL = waits, describeBackend(raw, b)
 	return waits.ended(runner.Run(c.Context, job))
+}
+
+// findWatchdog is the watchdog program beside lockrun, or lockrun itself
+// (the hidden watchdog command) where there is none, which it logs at
+// debug level: a guard as good, slower to start.
+func findWatchdog(log *slog.Logger) watchdog.Program {
+	p, why := watchdog.Find()
+	if why != nil {
+		log.Debug("no "+watchdog.ProgramName+" beside lockrun: lockrun runs itself as the watchdog", "why", why.Error())
+	}
+	return p
 }
 
 // watchdogCommand is the hidden command lockrun starts beside the user's

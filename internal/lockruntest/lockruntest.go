@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lockrun/lockrun/internal/watchdog"
 )
 
 var (
@@ -78,21 +80,25 @@ func start(dir string, tags []string) *build {
 	return b
 }
 
-// compile builds the main package pkg with tags into a new directory.
+// compile builds the main package pkg with tags into a new directory. A
+// lockrun gets its watchdog program beside it, as it is installed.
 func compile(pkg string, tags []string) (string, error) {
 	out, err := os.MkdirTemp("", "lockrun-bin")
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(out, filepath.Base(pkg))
-	args := []string{"build", "-o", bin}
+	args := []string{"build", "-o", out + "/"}
 	if len(tags) > 0 {
 		args = append(args, "-tags", strings.Join(tags, ","))
 	}
-	if msg, err := exec.Command("go", append(args, pkg)...).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building %s: %w\n%s", pkg, err, msg)
+	pkgs := []string{pkg}
+	if filepath.Base(pkg) == "lockrun" {
+		pkgs = append(pkgs, filepath.Join(filepath.Dir(pkg), watchdog.ProgramName))
 	}
-	return bin, nil
+	if msg, err := exec.Command("go", append(args, pkgs...)...).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building %s: %w\n%s", strings.Join(pkgs, " "), err, msg)
+	}
+	return filepath.Join(out, filepath.Base(pkg)), nil
 }
 
 // Result is how one lockrun run ended.
@@ -167,4 +173,22 @@ func Alive(pid int) bool {
 	}
 	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
 	return len(f) > 0 && f[0] != "Z"
+}
+
+// WatchdogArgs tells whether pid is a lockrun's watchdog, its own program
+// or lockrun re-executed as one ("lockrun watchdog"), and returns its
+// arguments after the program's: lockrun's pid, then the command's
+// cgroup if it has one.
+func WatchdogArgs(pid int) (args []string, ok bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	argv := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	switch {
+	case err != nil || len(argv) < 2:
+		return nil, false
+	case filepath.Base(argv[0]) == watchdog.ProgramName:
+		return argv[1:], true
+	case argv[1] == watchdog.Subcommand:
+		return argv[2:], true
+	}
+	return nil, false
 }

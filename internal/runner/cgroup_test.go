@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/lockrun/lockrun/internal/memory"
+	"github.com/lockrun/lockrun/internal/procfs"
 )
 
 // syncBuffer is a log sink for tests.
@@ -64,16 +65,16 @@ func TestAnUncontainedCommandIsReportedOnce(t *testing.T) {
 // outside it.
 func TestCgroupStartFallsBackOnlyWhenTheKernelRefusesClone3(t *testing.T) {
 	needCgroups(t)
-	defer func(f func(string, []string, *os.ProcAttr) (*os.Process, error)) { startProcess = f }(startProcess)
+	defer func(f func(string, []string, *os.ProcAttr) (int, error)) { startProcess = f }(startProcess)
 	for _, c := range []struct {
 		errno   syscall.Errno
 		started bool
 	}{{syscall.ENOSYS, true}, {syscall.ENODEV, false}, {syscall.ENOENT, false}} {
-		startProcess = func(path string, argv []string, attr *os.ProcAttr) (*os.Process, error) {
+		startProcess = func(path string, argv []string, attr *os.ProcAttr) (int, error) {
 			if attr.Sys.UseCgroupFD {
-				return nil, &os.PathError{Op: "fork/exec", Path: path, Err: c.errno}
+				return 0, &os.PathError{Op: "fork/exec", Path: path, Err: c.errno}
 			}
-			return os.StartProcess(path, argv, attr)
+			return procfs.Start(path, argv, attr)
 		}
 		var logs syncBuffer
 		marker := filepath.Join(t.TempDir(), "ran")

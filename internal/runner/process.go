@@ -22,9 +22,10 @@ import (
 type process struct {
 	pid      int
 	clock    clock.Clock
-	cgMu     sync.Mutex // the reaper drops cg while the supervisor may kill it
-	cg       *cgroup    // the command's cgroup; nil when the command is not contained
-	cgWhy    error      // why the command is not contained in a cgroup
+	cgMu     sync.Mutex    // the reaper drops cg while the supervisor may kill it
+	cg       *cgroup       // the command's cgroup; nil when the command is not contained
+	cgWhy    error         // why the command is not contained in a cgroup
+	ready    chan struct{} // closed once prepare's cgroup and watchdog are made
 	wdProg   *watchdog.Program
 	wd       *watchdog.Link // nil without a watchdog
 	wdErr    error          // why there is no watchdog
@@ -65,15 +66,21 @@ func becomeSubreaper() error {
 var makeCgroup = newCgroup
 
 // prepare readies what guards a command: its cgroup, and the watchdog
-// (none when wd is nil). A waiter calls it before it asks for the lock,
-// so that none of it delays the command's start once the lock is granted.
+// (none when wd is nil), in the background: a run makes them while it
+// sets up the rest of the command's start (its control socket, its
+// environment), and start waits for them. A waiter calls it before it
+// asks for the lock, so that none of it delays the command's start once
+// the lock is granted.
 func prepare(wd *watchdog.Program, clk clock.Clock) *process {
-	p := &process{clock: clk, wdProg: wd, wdDied: make(chan struct{}),
+	p := &process{clock: clk, wdProg: wd, ready: make(chan struct{}), wdDied: make(chan struct{}),
 		exited: make(chan struct{}), gone: make(chan struct{}), reaped: make(chan struct{})}
-	p.cg, p.cgWhy = makeCgroup()
-	if wd != nil {
-		p.wd, p.wdErr = watchdog.Start(*wd, p.cgroupDir())
-	}
+	go func() {
+		defer close(p.ready)
+		p.cg, p.cgWhy = makeCgroup()
+		if wd != nil {
+			p.wd, p.wdErr = watchdog.Start(*wd, p.cgroupDir())
+		}
+	}()
 	return p
 }
 
@@ -86,6 +93,7 @@ func (p *process) cgroupDir() string {
 
 // abandon undoes prepare when no command is to start.
 func (p *process) abandon() {
+	<-p.ready
 	if p.wd != nil {
 		p.wd.Stop()
 		_, _ = syscall.Wait4(p.wd.Pid(), nil, 0, nil)
@@ -102,6 +110,7 @@ var errNoWatchdog = errors.New("no watchdog could be started to guard the comman
 // and cgroup. On failure it abandons what prepare readied. A command that
 // was to have a watchdog never starts without one.
 func (p *process) start(sp spec) error {
+	<-p.ready
 	if err := p.armWatchdog(sp); err != nil {
 		p.abandon()
 		return err
@@ -151,14 +160,13 @@ func (p *process) armWatchdog(sp spec) error {
 func (p *process) reap(sp spec, attr *os.ProcAttr, started chan<- error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	proc, err := p.spawn(sp, attr)
+	pid, err := p.spawn(sp, attr)
 	if err != nil {
 		p.abandon()
 		started <- err
 		return
 	}
-	p.pid = proc.Pid
-	_ = proc.Release() // reaped below by pid, not through os.Process
+	p.pid = pid // reaped below
 	if p.wd != nil {
 		// If the watchdog is gone already, reapAll reports it.
 		_ = p.wd.Started(p.pid, sp.killAt)

@@ -108,6 +108,7 @@ func TestNoStartAfterTheTermDeadline(t *testing.T) {
 // the lock comes: the command does not run unguarded.
 func TestAWatchdogThatDiedWhileWaitingIsReplaced(t *testing.T) {
 	p := prepare(testWatchdog(t), clock.Boot)
+	<-p.ready // made in the background
 	if p.wd == nil {
 		t.Fatalf("prepare started no watchdog: %v", p.wdErr)
 	}

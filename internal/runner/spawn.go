@@ -7,15 +7,16 @@ import (
 	"syscall"
 
 	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/internal/procfs"
 )
 
 // errTooLate is why a command was not started: its term deadline had
 // passed (lockrun was frozen or starved between the grant and the exec).
 var errTooLate = fmt.Errorf("%w: the term deadline passed before the command could start", backend.ErrUnavailable)
 
-// startProcess is os.StartProcess; a test replaces it to play a kernel
-// that refuses clone3.
-var startProcess = os.StartProcess
+// startProcess starts a process and returns its pid (procfs.Start); a
+// test replaces it to play a kernel that refuses clone3.
+var startProcess = procfs.Start
 
 // spawn starts the command in its cgroup, or without one only if the
 // kernel refuses to start processes into cgroups (no clone3, as under an
@@ -23,24 +24,24 @@ var startProcess = os.StartProcess
 // is recorded in cgWhy, which the run reports. Any other failure, such as
 // a cgroup removed by a watchdog that fired while lockrun was frozen, is
 // final: the command never runs outside the containment it was given.
-func (p *process) spawn(sp spec, attr *os.ProcAttr) (*os.Process, error) {
+func (p *process) spawn(sp spec, attr *os.ProcAttr) (int, error) {
 	if p.cg != nil {
 		sys := *attr.Sys
 		sys.UseCgroupFD, sys.CgroupFD = true, p.cg.fd
 		in := *attr
 		in.Sys = &sys
 		if err := p.startable(sp); err != nil {
-			return nil, err
+			return 0, err
 		}
-		proc, err := startProcess(sp.path, sp.argv, &in)
+		pid, err := startProcess(sp.path, sp.argv, &in)
 		if err == nil || !cloneRefused(err) {
-			return proc, err
+			return pid, err
 		}
 		p.dropCgroup()
 		p.cgWhy = fmt.Errorf("the kernel refused to start it in a cgroup: %w", err)
 	}
 	if err := p.startable(sp); err != nil {
-		return nil, err
+		return 0, err
 	}
 	return startProcess(sp.path, sp.argv, attr)
 }

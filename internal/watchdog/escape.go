@@ -16,8 +16,12 @@ import (
 // alone, and at lockrun's death kills what it saw, and every process of
 // its user whose environment carries this run's LOCKRUN_RUN_ID.
 
-// envRunID names the watchdog's environment variable holding the run id.
-const envRunID = "LOCKRUN_WATCHDOG_RUN_ID"
+// envRunID names the watchdog's environment variable holding the run id;
+// envProtocol the one holding the protocol lockrun speaks.
+const (
+	envRunID    = "LOCKRUN_WATCHDOG_RUN_ID"
+	envProtocol = "LOCKRUN_WATCHDOG_PROTOCOL"
+)
 
 // tree is lockrun's descendants as the last refresh saw them.
 type tree map[procfs.Identity]bool

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lockrun/lockrun/internal/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -44,8 +45,8 @@ func Start(p Program, cgroupDir string) (*Link, error) {
 		return nil, err
 	}
 	defer null.Close()
-	proc, err := os.StartProcess(p.Path, p.argv(os.Getpid(), cgroupDir), &os.ProcAttr{
-		Env:   []string{envRunID + "=" + p.RunID},
+	pid, err := procfs.Start(p.Path, p.argv(os.Getpid(), cgroupDir), &os.ProcAttr{
+		Env:   []string{envRunID + "=" + p.RunID, envProtocol + "=" + protocol},
 		Files: []*os.File{theirs, null, os.Stderr},
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	})
@@ -53,8 +54,7 @@ func Start(p Program, cgroupDir string) (*Link, error) {
 		_ = unix.Close(fds[0])
 		return nil, fmt.Errorf("starting the watchdog: %w", err)
 	}
-	l := &Link{pid: proc.Pid, fd: fds[0], wake: make(chan struct{}, 1)}
-	_ = proc.Release() // reaped by the caller's reaper
+	l := &Link{pid: pid, fd: fds[0], wake: make(chan struct{}, 1)} // reaped by the caller's reaper
 	go l.writer()
 	return l, nil
 }

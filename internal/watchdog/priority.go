@@ -3,6 +3,7 @@ package watchdog
 import (
 	"os"
 	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,6 +24,32 @@ const (
 	rtPriority = 1   // SCHED_FIFO: above every normal task, below the kernel's own
 	niceBoost  = -20 // where SCHED_FIFO is refused
 )
+
+// realtimeAfter is how long after its start the watchdog becomes
+// real-time. Its own start-up, and the Go runtime's first busy
+// millisecond (sysmon wakes every 20 µs until it finds nothing to do),
+// would otherwise pre-empt lockrun and the command just as they start,
+// on the host's cores: a short run took about 1 ms longer (median of 200,
+// 2 cores) with a watchdog real-time from its first instruction. Its
+// first deadline is at least a heartbeat away, far more than this.
+const realtimeAfter = 10 * time.Millisecond
+
+// realtimeDue tells whether the watchdog, real-time from rtAt on (all
+// times CLOCK_BOOTTIME ns), must be so at now: once rtAt has come, or at
+// once when its deadline (0 while it has none) is less than two
+// realtimeAfter away, so that it sleeps real-time before any deadline.
+func realtimeDue(now, rtAt, deadline int64) bool {
+	return now >= rtAt || deadline != 0 && deadline-now < 2*int64(realtimeAfter)
+}
+
+// earliest is the sooner of two CLOCK_BOOTTIME times, 0 standing for
+// none; 0 when both are.
+func earliest(a, b int64) int64 {
+	if a == 0 || b != 0 && b < a {
+		return b
+	}
+	return a
+}
 
 // realtime is the attribute for one thread: SCHED_FIFO at prio. Threads it
 // creates inherit it.

@@ -182,3 +182,33 @@ func signalState(status []byte) string {
 	}
 	return strings.Join(out, ", ")
 }
+
+// The watchdog becomes real-time realtimeAfter after its start, not at
+// once (its start-up would pre-empt lockrun and the command), and at once
+// when a deadline is near: it never sleeps toward a deadline at normal
+// priority.
+func TestRealtimeComesAfterTheStartOrBeforeADeadline(t *testing.T) {
+	ms := int64(time.Millisecond)
+	start := int64(1000 * ms)
+	rtAt := start + int64(realtimeAfter)
+	for _, c := range []struct {
+		now, deadline int64
+		want          bool
+	}{
+		{start, 0, false},                  // just started, no deadline yet
+		{start, start + 60*1000*ms, false}, // a deadline a minute away
+		{rtAt - 1, 0, false},               // not quite yet
+		{rtAt, 0, true},                    // its time has come
+		{start, start + 15*ms, true},       // a deadline too near to wait for
+		{start, start + 2*int64(realtimeAfter), false},
+	} {
+		if got := realtimeDue(c.now, rtAt, c.deadline); got != c.want {
+			t.Errorf("realtimeDue(now=+%dms, deadline=%d) = %v, want %v", (c.now-start)/ms, c.deadline, got, c.want)
+		}
+	}
+	for _, c := range [][3]int64{{0, 0, 0}, {5, 0, 5}, {0, 7, 7}, {5, 7, 5}, {9, 7, 7}} {
+		if got := earliest(c[0], c[1]); got != c[2] {
+			t.Errorf("earliest(%d, %d) = %d, want %d", c[0], c[1], got, c[2])
+		}
+	}
+}

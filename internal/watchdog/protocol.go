@@ -30,8 +30,22 @@ import (
 	"strconv"
 )
 
-// Subcommand is the hidden lockrun command that runs Main.
+// Subcommand is the hidden lockrun command that runs Main: the watchdog
+// where no ProgramName is installed beside lockrun.
 const Subcommand = "watchdog"
+
+// ProgramName is the watchdog's own program (cmd/lockrun-watchdog), which
+// lockrun starts from its own directory (see Find). It links this package
+// and the standard library only, so it starts in a fraction of the time
+// lockrun, with every backend's client, would take to re-execute itself.
+const ProgramName = "lockrun-watchdog"
+
+// protocol names this package's protocol; Start passes it in the
+// watchdog's environment and Main refuses another, so that a lockrun and
+// a lockrun-watchdog from different releases (an upgrade half done) fail
+// at once with a clear line rather than misread each other. Change it
+// with the messages' meaning.
+const protocol = "1"
 
 // Program is how to start a watchdog: a binary, and the arguments that
 // precede the protocol's own (lockrun's pid, the command's cgroup).
@@ -47,7 +61,8 @@ func (p Program) ForRun(runID string) *Program {
 	return &p
 }
 
-// Self is lockrun's own binary run as its watchdog.
+// Self is lockrun's own binary run as its watchdog (the hidden
+// Subcommand).
 var Self = Program{Path: "/proc/self/exe", Args: []string{Subcommand}}
 
 // argv is the watchdog's full argument list; Main parses what follows

@@ -18,9 +18,21 @@ import (
 // ErrUsage is the error of arguments Main cannot parse.
 var ErrUsage = errors.New("watchdog: want the pid of lockrun, and the command's cgroup if it has one")
 
+// ErrProtocol is the error of a watchdog started by a lockrun that speaks
+// another protocol: one of another release.
+var ErrProtocol = errors.New("watchdog: lockrun and " + ProgramName + " are from different releases; install both from the same one")
+
 // Main is the watchdog's program: in is its end of the socket, args what
 // follows Program.Args (lockrun's pid, then the cgroup directory if any).
+// It returns ErrProtocol, before it reads anything, when the lockrun that
+// started it speaks another protocol, and ErrUsage when no lockrun did.
 func Main(in *os.File, args []string) error {
+	switch got := os.Getenv(envProtocol); {
+	case got == "":
+		return fmt.Errorf("%w; it is started by lockrun run, not by hand", ErrUsage)
+	case got != protocol:
+		return fmt.Errorf("%w (protocol %q, this watchdog's is %q)", ErrProtocol, got, protocol)
+	}
 	if len(args) < 1 || len(args) > 2 {
 		return ErrUsage
 	}
@@ -40,8 +52,8 @@ func Main(in *os.File, args []string) error {
 func watch(in *os.File, lockrun int, cgroupDir string) error {
 	// Signals meant for the command or for lockrun must not end the one
 	// process that holds the deadline when lockrun cannot; nor may a
-	// stderr whose reader has gone.
-	raisePriority()
+	// stderr whose reader has gone. (The watchdog becomes real-time a
+	// little later: see realtimeDue.)
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE)
 	fd := int(in.Fd())
 	if err := unix.SetNonblock(fd, true); err != nil {
@@ -72,18 +84,22 @@ type state struct {
 
 func (w *state) loop(fd int, timer *clock.Timerfd) error {
 	buf, oob := make([]byte, 64), make([]byte, unix.CmsgSpace(64*4))
-	set := int64(0)
+	set, rtAt := int64(0), clock.BootNS()+int64(realtimeAfter)
 	for {
+		if rtAt != 0 && realtimeDue(clock.BootNS(), rtAt, w.deadline) {
+			raisePriority()
+			rtAt = 0
+		}
 		if w.deadline != 0 && clock.BootNS() >= w.deadline {
 			w.expire()
 			return nil
 		}
-		if w.deadline != set {
-			if err := timer.Set(w.deadline); err != nil {
+		if next := earliest(w.deadline, rtAt); next != set {
+			if err := timer.Set(next); err != nil {
 				w.kill("could not set a timer")
 				return err
 			}
-			set = w.deadline
+			set = next
 		}
 		err := waitReadable(fd, timer.Fd())
 		var n, oobn, flags int

@@ -199,6 +199,7 @@ func TestKillTreeFindsACommandItWasNotToldOf(t *testing.T) {
 }
 
 func TestMainRefusesBadArguments(t *testing.T) {
+	t.Setenv(envProtocol, protocol) // as Start sets it
 	for _, args := range [][]string{nil, {"x"}, {"0"}, {"1", "a", "b"}} {
 		if err := Main(os.Stdin, args); err != ErrUsage {
 			t.Errorf("Main(%q) = %v, want ErrUsage", strings.Join(args, " "), err)

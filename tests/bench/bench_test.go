@@ -17,6 +17,7 @@ var (
 	backends = flag.String("backends", "", "comma-separated backends to measure (default: all)")
 	measures = flag.String("measures", "", "comma-separated numbers of the measures to run (default: all)")
 	out      = flag.String("out", "", "also write the report to this file")
+	runs     = flag.Int("overhead-runs", 0, "runs of each command in measure 1 (default 60)")
 )
 
 // BenchmarkReport measures lockrun against its peers on every backend and
@@ -24,7 +25,7 @@ var (
 //
 //	go test -run '^$' -bench Report -benchtime 1x ./cmd/lockrun/bench [-short] [-args -lockrun bin/lockrun]
 func BenchmarkReport(b *testing.B) {
-	cfg := Config{Lockrun: *binary, Baseline: *baseline, Stamp: lockruntest.Build(b, "tests/bench/stamp"), Short: testing.Short()}
+	cfg := Config{Lockrun: *binary, Baseline: *baseline, Stamp: lockruntest.Build(b, "tests/bench/stamp"), Short: testing.Short(), OverheadRuns: *runs}
 	if cfg.Lockrun == "" {
 		cfg.Lockrun = lockruntest.Binary(b)
 	}

@@ -20,6 +20,8 @@ type Config struct {
 	Backends []string // the backends to measure; all when empty
 	Measures []int    // the measures to run, by number; all when empty
 	Short    bool     // a quick look: fewer samples, no 100-waiter queue
+
+	OverheadRuns int // runs of each command in the overhead measure; 0 is its default
 }
 
 // env is what the measures share.
@@ -31,6 +33,7 @@ type env struct {
 	dir      string // logs and gates
 	short    bool
 	keys     int
+	runs     int // see Config.OverheadRuns
 }
 
 // key returns a key no other measure uses.
@@ -53,7 +56,7 @@ func (e *env) samplesOf(n int) int {
 // Report starts the servers, runs every measure on every backend and
 // writes one markdown table per measure to w, each as soon as it is done.
 func Report(tb testing.TB, cfg Config, w io.Writer) {
-	e := &env{tb: tb, lockrun: cfg.Lockrun, stamp: cfg.Stamp, baseline: cfg.Baseline, dir: tb.TempDir(), short: cfg.Short}
+	e := &env{tb: tb, lockrun: cfg.Lockrun, stamp: cfg.Stamp, baseline: cfg.Baseline, dir: tb.TempDir(), short: cfg.Short, runs: cfg.OverheadRuns}
 	var tgs []target
 	starts := map[string]func() target{"file": e.fileTarget, "redis": e.redisTarget, "redlock": e.redlockTarget, "etcd": e.etcdTarget, "postgres": e.postgresTarget, "zookeeper": e.zookeeperTarget}
 	for _, name := range []string{"file", "redis", "redlock", "etcd", "postgres", "zookeeper"} {

@@ -21,6 +21,7 @@ const (
 // footprint is what holding a lock, and waiting for one, costs.
 type footprint struct {
 	rss, watchdogRSS     int64   // peak RSS (VmHWM) of the holder and its other child, kB
+	pss, watchdogPSS     int64   // proportional set size of both while holding, kB
 	holdRate, waitRate   float64 // server requests per second: holding; one more waiter
 	holdWake, waitWake   float64 // context switches per second: the holder; the waiter
 	renewals, perRenewal float64 // renewals in a window; requests per renewal
@@ -32,18 +33,20 @@ func (e *env) footprint(tgs []target) *table {
 	t := &table{
 		title: "5. Footprint of one held lock",
 		note: fmt.Sprintf("A tool holds a lock with `--ttl %v` (renewal every %v) while its command sleeps; then a second one waits for it. "+
-			"Peak RSS is VmHWM while the command runs (lockrun's watchdog in brackets). Requests and wake-ups (context switches, "+
+			"Peak RSS is VmHWM while the command runs (lockrun's watchdog in brackets); PSS is the proportional set size "+
+			"(smaps_rollup) of the tool and its watchdog together while it holds the lock, before the waiter starts (each in brackets). Requests and wake-ups (context switches, "+
 			"all threads) are counted over %v windows; per minute at lockrun's default `--ttl 30s` (one renewal every 10 s).",
 			footprintTTL, footprintTTL/3, footprintWindow),
-		head: []string{"backend", "tool", "binary", "peak RSS holding", "requests/renewal", "requests/min held, default ttl",
+		head: []string{"backend", "tool", "binary", "peak RSS holding", "PSS holding", "requests/renewal", "requests/min held, default ttl",
 			"requests/min per waiter", "wake-ups/s holding", "wake-ups/s waiting"},
 	}
 	for _, tg := range tgs {
 		for _, tl := range []tool{tg.peer, tg.lockrun} {
 			f := e.holdAndWait(tg, tl)
-			rss := mib(f.rss)
+			rss, pss := mib(f.rss), mib(f.pss+f.watchdogPSS)
 			if f.watchdogRSS > 0 {
 				rss += " (+" + mib(f.watchdogRSS) + ")"
+				pss += " (" + mib(f.pss) + " + " + mib(f.watchdogPSS) + ")"
 			}
 			perRenewal, perMinute, waiting := "—", "—", "—"
 			if tg.served != nil {
@@ -55,7 +58,7 @@ func (e *env) footprint(tgs []target) *table {
 			if tg.served != nil && tl.name == "lockrun" {
 				perMinute = num(round1(f.perRenewal * 6))
 			}
-			t.add(tg.name, "`"+tl.name+"`", size(tl.binary), rss, perRenewal, perMinute, waiting,
+			t.add(tg.name, "`"+tl.name+"`", size(tl.binary), rss, pss, perRenewal, perMinute, waiting,
 				num(round1(f.holdWake)), num(round1(f.waitWake)))
 		}
 	}
@@ -83,6 +86,9 @@ func (e *env) holdAndWait(tg target, tl tool) footprint {
 	f.holdRate, f.holdWake = requests, wakes[0]
 	f.renewals = footprintWindow.Seconds() / (footprintTTL / 3).Seconds()
 	f.perRenewal = requests * footprintWindow.Seconds() / f.renewals
+	// Alone: a waiter of the same binary would share its pages, and halve
+	// what PSS counts for each.
+	f.pss, f.watchdogPSS = holdingPSS(holder)
 
 	argv := tl.cmd(key, ttl, "true")
 	waiter := exec.Command(argv[0], argv[1:]...)
@@ -98,6 +104,29 @@ func (e *env) holdAndWait(tg target, tl tool) footprint {
 	f.waitRate, f.waitWake = requests-f.holdRate, wakes[1]
 	f.rss, f.watchdogRSS = holdingRSS(holder)
 	return f
+}
+
+// holdingPSS is the proportional set size (kB) of a tool holding a lock,
+// and of its other child beside the command (lockrun's watchdog), if any:
+// what they cost the machine together, pages they share counted once.
+func holdingPSS(p *proc) (holder, other int64) {
+	pid := p.cmd.Process.Pid
+	for _, c := range children(pid) {
+		if c != p.child {
+			other = rollupKB(c, "Pss")
+		}
+	}
+	return rollupKB(pid, "Pss"), other
+}
+
+// rollupKB reads a "kB" field of /proc/PID/smaps_rollup; 0 when the
+// process is gone.
+func rollupKB(pid int, field string) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0
+	}
+	return fieldValue(string(b), field)
 }
 
 // holdingRSS is the peak RSS (VmHWM, kB) so far of a tool holding a lock,

@@ -6,9 +6,13 @@ import "strings"
 // peer, and under lockrun, round-robin (the order turns every round), so
 // that the machine's noise falls on all three alike.
 func (e *env) overhead(tgs []target) *table {
+	runs := e.samplesOf(60)
+	if e.runs > 0 {
+		runs = e.runs
+	}
 	t := &table{
 		title: "1. Whole-process overhead: one uncontended run of `true`",
-		note: "Wall time from fork to exit, p50 (p99) of " + num(float64(e.samplesOf(60))) + " runs of each command, " +
+		note: "Wall time from fork to exit, p50 (p99) of " + num(float64(runs)) + " runs of each command, " +
 			"taken round-robin with bare `true` in the same run. lockrun runs `lockrun run -b URL KEY -- true`, as a crontab would.",
 		head: []string{"backend", "bare `true`", "peer", "peer", "lockrun", "lockrun − `true`", "lockrun / peer"},
 	}
@@ -16,7 +20,7 @@ func (e *env) overhead(tgs []target) *table {
 		key := e.key("overhead")
 		cmds := [][]string{{"true"}, tg.peer.once(key+"-peer", "true"), tg.lockrun.once(key, "true")}
 		times := make([]samples, len(cmds))
-		for round := range e.samplesOf(60) {
+		for round := range runs {
 			for i := range cmds {
 				j := (i + round) % len(cmds)
 				d, err := timed(cmds[j])

@@ -139,17 +139,16 @@ func TestSIGKILLOfAWaiterLeavesNoWatchdog(t *testing.T) {
 	if err := waiter.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// The watchdog's arguments ("watchdog PID [CGROUP]") end with the
-	// cgroup made for the command, if lockrun may make one (root in CI).
+	// The watchdog's arguments ("PID [CGROUP]") end with the cgroup made
+	// for the command, if lockrun may make one (root in CI).
 	var watchdog []int
 	var args []string
-	for begin := time.Now(); len(args) < 2 || args[1] != "watchdog"; time.Sleep(time.Millisecond) {
+	for begin, ok := time.Now(), false; !ok; time.Sleep(time.Millisecond) {
 		if time.Since(begin) > 10*time.Second {
-			t.Fatalf("the waiting lockrun started no watchdog (children %v, arguments %q)", watchdog, args)
+			t.Fatalf("the waiting lockrun started no watchdog (children %v)", watchdog)
 		}
 		if watchdog, _ = procfs.Children(waiter.Process.Pid); len(watchdog) == 1 {
-			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", watchdog[0]))
-			args = strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+			args, ok = lockruntest.WatchdogArgs(watchdog[0])
 		}
 	}
 	waiter.Process.Kill()
@@ -350,7 +349,7 @@ func TestSIGKILLOfLockrunKillsTheWholeGroup(t *testing.T) {
 // the command by the local deadline, and lockrun reports the loss when it
 // wakes.
 func TestFrozenLockrunsCommandDiesByTheDeadline(t *testing.T) {
-	frozenLockrunsCommandDies(t, os.Stderr)
+	frozenLockrunsCommandDies(t, lockruntest.Binary(t), os.Stderr)
 }
 
 // The watchdog kills before it says so, and no reader on its stderr
@@ -362,14 +361,16 @@ func TestFrozenLockrunWithABrokenStderr(t *testing.T) {
 	}
 	r.Close()
 	defer w.Close()
-	frozenLockrunsCommandDies(t, w)
+	frozenLockrunsCommandDies(t, lockruntest.Binary(t), w)
 }
 
-func frozenLockrunsCommandDies(t *testing.T, stderr *os.File) {
+// frozenLockrunsCommandDies freezes the lockrun bin (built before the
+// clock starts) while its command runs, and checks that the command dies
+// by the lease's local deadline.
+func frozenLockrunsCommandDies(t *testing.T, bin string, stderr *os.File) {
 	e, pidFile := env(t), filepath.Join(t.TempDir(), "pids")
-	lockruntest.Binary(t) // built before the clock starts
 	begin := time.Now()
-	cmd := exec.Command(lockruntest.Binary(t), "run", "--ttl", "1s", "k", "--", "sh", "-c", "sleep 30 & echo $$ $! > "+pidFile+"; wait")
+	cmd := exec.Command(bin, "run", "--ttl", "1s", "k", "--", "sh", "-c", "sleep 30 & echo $$ $! > "+pidFile+"; wait")
 	cmd.Env, cmd.Stderr = e, stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -85,8 +84,7 @@ func watchdogOf(t *testing.T, lockrun int) int {
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
 		kids, _ := procfs.Children(lockrun)
 		for _, pid := range kids {
-			b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-			if args := bytes.Split(b, []byte{0}); len(args) > 1 && string(args[1]) == "watchdog" {
+			if _, ok := lockruntest.WatchdogArgs(pid); ok {
 				return pid
 			}
 		}

@@ -117,7 +117,7 @@ func killWatchdogThenFreeze(ctx context.Context, a *attack) {
 		if err != nil {
 			return
 		}
-		wd, ok := watchdogOf(h.PID, a.fleet.Lockrun)
+		wd, ok := watchdogOf(h.PID)
 		if !ok {
 			a.res.failf("lockrun %d runs a command but no watchdog among its children", h.PID)
 			return

@@ -63,16 +63,12 @@ func stoppedState(pid int) bool {
 	return len(f) > 0 && string(f[0]) == "T"
 }
 
-// watchdogOf finds lockrun's watchdog: the child of lockrun that runs
-// lockrun's own binary.
-func watchdogOf(lockrunPID int, binary string) (int, bool) {
-	want, err := os.Stat(binary)
-	if err != nil {
-		return 0, false
-	}
+// watchdogOf finds lockrun's watchdog among its children: the watchdog
+// program beside lockrun, or lockrun re-executed as its watchdog.
+func watchdogOf(lockrunPID int) (int, bool) {
 	kids, _ := procfs.Children(lockrunPID)
 	for _, k := range kids {
-		if st, err := os.Stat("/proc/" + strconv.Itoa(k) + "/exe"); err == nil && os.SameFile(st, want) {
+		if _, ok := lockruntest.WatchdogArgs(k); ok {
 			return k, true
 		}
 	}
