@@ -146,7 +146,7 @@ func TestCrashedWaiterLeavesTheSemaphoresLine(t *testing.T) {
 		got <- err
 	}()
 	time.Sleep(time.Second) // queued behind the stuck front
-	release(t, held[0])                // the NOTIFY reaches no one listening
+	release(t, held[0])     // the NOTIFY reaches no one listening
 	select {
 	case err := <-got:
 		t.Fatalf("the waiter passed a live front waiter: %v", err)
