@@ -42,7 +42,8 @@ EXIT STATUS:
    76 lock lost (or its watchdog died), command stopped; 124 --max-run reached, command stopped;
    64 usage error; 69 backend unavailable (may work later); 77 permission or authentication refused;
    78 backend configuration error, or KEY held with another --limit; 70 internal error; 126 command not executable;
-   127 command not found`
+   127 command not found; 137 lockrun was frozen past its deadline before the command started,
+   and its watchdog killed it (the command never ran)`
 
 func runCommand(st *state) *cli.Command {
 	return &cli.Command{
