@@ -506,7 +506,10 @@ func TestPlainWaiterAndASemaphoreNeverQueueBehindEachOther(t *testing.T) {
 	if err := syscall.Flock(int(granting.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
 		t.Fatal(err)
 	}
+	written := make(chan struct{})
+	defer func() { <-written }() // before granting is closed
 	go func() { // the grant's record comes a little later
+		defer close(written)
 		time.Sleep(20 * time.Millisecond)
 		last, slot, _ := readState(granting)
 		writeState(granting, record{Token: last.Token + 1, RunID: "sem", Limit: 2}, slot)

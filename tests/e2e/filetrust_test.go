@@ -212,6 +212,7 @@ func TestFileTrustPlantedLockFileIsRefused(t *testing.T) {
 	refused(t, "A's run on B's planted lock file", a.run(nil, "run", "--backend", "file://"+sticky, k, "--", "true"), "permission denied")
 
 	aDir := fmt.Sprintf("/tmp/lockrun-%d", a.u.UID)
+	os.RemoveAll(aDir) // left by an earlier user of the same uid
 	if out, ok := b.u.Sh("mkdir -m 777 " + aDir); !ok {
 		t.Fatal(out)
 	}
