@@ -1,0 +1,127 @@
+package e2e_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lockrun/lockrun/internal/lockruntest"
+)
+
+// Attacks on semaphores (run --limit N) through the binary, found by a
+// hostile-tester pass; each test failed on the build it was written for.
+
+// frozenScript is a holder's command: it writes its pid and token to $1
+// and sleeps until it is stopped.
+const frozenScript = `echo "$$ $LOCKRUN_FENCING_TOKEN" > "$1.tmp" && mv "$1.tmp" "$1"; exec sleep 60`
+
+// lateScript is a waiter's command: the moment it starts it writes to $1
+// whether the process $2 (the broken holder's command) is still alive:
+// present in /proc and not a zombie.
+const lateScript = `s=$(cut -d' ' -f3 "/proc/$2/stat" 2>/dev/null); ` +
+	`if [ -n "$s" ] && [ "$s" != Z ]; then echo "alive $s" > "$1"; else echo dead > "$1"; fi`
+
+// startSem starts lockrun run --limit 2 --ttl 6 on key "frz" with extra
+// flags and the command script args; its stderr goes to a file beside
+// out, which it returns with the run.
+func startSem(t *testing.T, e []string, script string, extra []string, args ...string) *exec.Cmd {
+	t.Helper()
+	f, err := os.Create(args[0] + ".stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	a := append(append([]string{"run", "--limit", "2", "--ttl", "6"}, extra...), "frz", "--", "sh", "-c", script, "sh")
+	cmd := exec.Command(lockruntest.Binary(t), append(a, args...)...)
+	cmd.Env, cmd.Stderr = e, f
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return cmd
+}
+
+// pidToken waits for a holder's "PID TOKEN" file.
+func pidToken(t *testing.T, cmd *exec.Cmd, path string) (pid int, token string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && alive(cmd.Process.Pid); time.Sleep(5 * time.Millisecond) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		p, tok, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+		if pid, err = strconv.Atoi(p); err == nil && tok != "" {
+			return pid, tok
+		}
+	}
+	said, _ := os.ReadFile(path + ".stderr")
+	t.Fatalf("the holder's command never ran: %q", said)
+	return 0, ""
+}
+
+// A slot broken with release --holder while its lockrun is frozen (SIGSTOP:
+// it cannot hear of the break, and its command runs on until the watchdog's
+// deadline, up to a TTL) must not go to a waiter before that command is
+// dead: the promise is that a lost slot's command is dead before anyone else
+// can be granted the slot. On the file backend the frozen lockrun's flock
+// keeps the slot; every server backend granted the waiter at once, with the
+// broken holder's command still alive: three commands of --limit 2 at once.
+func TestReleasedSlotOfAFrozenHolderWaitsForItsCommand(t *testing.T) {
+	lockruntest.Binary(t)
+	for _, srv := range everyBackend() {
+		t.Run(srv.name, func(t *testing.T) {
+			t.Parallel()
+			e := envFor(srv.url(t))
+			dir := t.TempDir()
+			a := startSem(t, e, frozenScript, nil, filepath.Join(dir, "a"))
+			aPid, aTok := pidToken(t, a, filepath.Join(dir, "a"))
+			b := startSem(t, e, frozenScript, nil, filepath.Join(dir, "b"))
+			pidToken(t, b, filepath.Join(dir, "b"))
+			late := filepath.Join(dir, "c")
+			c := startSem(t, e, lateScript, []string{"--wait"}, late, strconv.Itoa(aPid))
+			waitText(t, late+".stderr", "waiting for lock")
+			if err := a.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			if r := run(t, e, "release", "--yes", "--holder", aTok, "frz"); r.Code != 0 {
+				t.Fatalf("release --holder %s: exit %d, %q %q", aTok, r.Code, r.Stdout, r.Stderr)
+			}
+			// Past the frozen holder's TTL its watchdog has killed its
+			// command; the waiter may start then, not before.
+			for deadline := time.Now().Add(9 * time.Second); time.Now().Before(deadline) && alive(c.Process.Pid); {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if got, err := os.ReadFile(late); err == nil && strings.HasPrefix(string(got), "alive") {
+				t.Fatalf("the waiter's command started while the broken holder's command (pid %d) was %s: "+
+					"three commands of --limit 2 at once", aPid, strings.TrimSpace(string(got)))
+			}
+		})
+	}
+}
+
+// --limit is a count of holders, written in decimal: a zero-padded "010"
+// from a template must not mean 8 (Go's base prefixes: 010 octal, 0x10,
+// 0b11, 1_0), or one host of a fleet asks for another limit than the rest
+// and they refuse each other (exit 78) or, alone, it lets in another count.
+func TestLimitIsDecimal(t *testing.T) {
+	e := envFor("file://" + t.TempDir())
+	for _, v := range []string{"010", "0x10", "0b11", "0o7", "1_0"} {
+		r := run(t, e, "run", "--limit", v, "k", "--", "true")
+		if r.Code != 64 || !strings.Contains(r.Stderr, "--limit") {
+			t.Errorf("--limit %s: exit %d, stderr %q; want 64 and a line about --limit", v, r.Code, r.Stderr)
+		}
+		r = run(t, append(e, "LOCKRUN_LIMIT="+v), "run", "k", "--", "true")
+		if r.Code != 64 {
+			t.Errorf("LOCKRUN_LIMIT=%s: exit %d, stderr %q; want 64", v, r.Code, r.Stderr)
+		}
+	}
+}
