@@ -108,20 +108,35 @@ func TestReleasedSlotOfAFrozenHolderWaitsForItsCommand(t *testing.T) {
 	}
 }
 
-// --limit is a count of holders, written in decimal: a zero-padded "010"
-// from a template must not mean 8 (Go's base prefixes: 010 octal, 0x10,
-// 0b11, 1_0), or one host of a fleet asks for another limit than the rest
-// and they refuse each other (exit 78) or, alone, it lets in another count.
+// --limit and --conflict-exit-code are read in decimal: a zero-padded
+// "010" from a template is 10, not 8, and Go's other base prefixes (0x10,
+// 0b11, 0o7, 1_0) are refused; else one host of a fleet asks for another
+// limit than the rest, and they refuse each other (exit 78).
 func TestLimitIsDecimal(t *testing.T) {
-	e := envFor("file://" + t.TempDir())
-	for _, v := range []string{"010", "0x10", "0b11", "0o7", "1_0"} {
+	e := withLockrun(t, envFor("file://"+t.TempDir()))
+	for _, v := range []string{"0x10", "0b11", "0o7", "1_0"} {
 		r := run(t, e, "run", "--limit", v, "k", "--", "true")
-		if r.Code != 64 || !strings.Contains(r.Stderr, "--limit") {
-			t.Errorf("--limit %s: exit %d, stderr %q; want 64 and a line about --limit", v, r.Code, r.Stderr)
+		if r.Code != 64 || !strings.Contains(r.Stderr, "decimal") {
+			t.Errorf("--limit %s: exit %d, stderr %q; want 64 and a line asking for a decimal number", v, r.Code, r.Stderr)
 		}
-		r = run(t, append(e, "LOCKRUN_LIMIT="+v), "run", "k", "--", "true")
-		if r.Code != 64 {
+		if r = run(t, append(e, "LOCKRUN_LIMIT="+v), "run", "k", "--", "true"); r.Code != 64 {
 			t.Errorf("LOCKRUN_LIMIT=%s: exit %d, stderr %q; want 64", v, r.Code, r.Stderr)
+		}
+		if r = run(t, e, "run", "--conflict-exit-code", v, "k", "--", "true"); r.Code != 64 {
+			t.Errorf("--conflict-exit-code %s: exit %d, stderr %q; want 64", v, r.Code, r.Stderr)
+		}
+	}
+	status := []string{"k", "--", "sh", "-c", `"$LR" status k`}
+	for _, c := range []struct {
+		env  []string
+		args []string
+	}{
+		{e, append([]string{"run", "--limit", "010"}, status...)},
+		{append(e, "LOCKRUN_LIMIT=010"), append([]string{"run"}, status...)},
+	} {
+		if r := run(t, c.env, c.args...); r.Code != 0 || !strings.HasPrefix(r.Stdout, "k: 1 of 10 held") {
+			t.Errorf("%v (LOCKRUN_LIMIT=010 %v): exit %d, stdout %q, stderr %q; want a limit of 10",
+				c.args, len(c.env) > len(e), r.Code, r.Stdout, r.Stderr)
 		}
 	}
 }
