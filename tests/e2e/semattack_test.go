@@ -16,9 +16,9 @@ import (
 // Attacks on semaphores (run --limit N) through the binary, found by a
 // hostile-tester pass; each test failed on the build it was written for.
 
-// frozenScript is a holder's command: it writes its pid and token to $1
-// and sleeps until it is stopped.
-const frozenScript = `echo "$$ $LOCKRUN_FENCING_TOKEN" > "$1.tmp" && mv "$1.tmp" "$1"; exec sleep 60`
+// stubbornScript is a holder's command: it ignores SIGTERM (as sleep does
+// after the exec), writes its pid and token to $1 and sleeps until killed.
+const stubbornScript = `trap '' TERM; echo "$$ $LOCKRUN_FENCING_TOKEN" > "$1.tmp" && mv "$1.tmp" "$1"; exec sleep 60`
 
 // lateScript is a waiter's command: the moment it starts it writes to $1
 // whether the process $2 (the broken holder's command) is still alive:
@@ -68,43 +68,59 @@ func pidToken(t *testing.T, cmd *exec.Cmd, path string) (pid int, token string) 
 	return 0, ""
 }
 
-// A slot broken with release --holder while its lockrun is frozen (SIGSTOP:
-// it cannot hear of the break, and its command runs on until the watchdog's
-// deadline, up to a TTL) must not go to a waiter before that command is
-// dead: the promise is that a lost slot's command is dead before anyone else
-// can be granted the slot. On the file backend the frozen lockrun's flock
-// keeps the slot; every server backend granted the waiter at once, with the
-// broken holder's command still alive: three commands of --limit 2 at once.
-func TestReleasedSlotOfAFrozenHolderWaitsForItsCommand(t *testing.T) {
+// A slot broken with release --holder must not go to a waiter before the
+// broken holder's command is dead: the promise is that a lost slot's
+// command is dead before anyone else can be granted the slot. The holder's
+// command ignores SIGTERM, so a live lockrun kills it at its next renewal
+// plus the kill grace; a frozen one (SIGSTOP: it cannot hear of the break)
+// leaves it to its watchdog, up to a TTL. On the file backend the slot's
+// flock, which the command holds, keeps the slot until it dies; every
+// server backend granted the waiter at once, with the broken holder's
+// command still alive: three commands of --limit 2 at once.
+func TestReleasedSlotWaitsForItsCommand(t *testing.T) {
 	lockruntest.Binary(t)
 	for _, srv := range everyBackend() {
-		t.Run(srv.name, func(t *testing.T) {
-			t.Parallel()
-			e := envFor(srv.url(t))
-			dir := t.TempDir()
-			a := startSem(t, e, frozenScript, nil, filepath.Join(dir, "a"))
-			aPid, aTok := pidToken(t, a, filepath.Join(dir, "a"))
-			b := startSem(t, e, frozenScript, nil, filepath.Join(dir, "b"))
-			pidToken(t, b, filepath.Join(dir, "b"))
-			late := filepath.Join(dir, "c")
-			c := startSem(t, e, lateScript, []string{"--wait"}, late, strconv.Itoa(aPid))
-			waitText(t, late+".stderr", "waiting for lock")
-			if err := a.Process.Signal(syscall.SIGSTOP); err != nil {
-				t.Fatal(err)
+		for _, frozen := range []bool{false, true} {
+			name := srv.name + "/live"
+			if frozen {
+				name = srv.name + "/frozen"
 			}
-			if r := run(t, e, "release", "--yes", "--holder", aTok, "frz"); r.Code != 0 {
-				t.Fatalf("release --holder %s: exit %d, %q %q", aTok, r.Code, r.Stdout, r.Stderr)
-			}
-			// Past the frozen holder's TTL its watchdog has killed its
-			// command; the waiter may start then, not before.
-			for deadline := time.Now().Add(9 * time.Second); time.Now().Before(deadline) && alive(c.Process.Pid); {
-				time.Sleep(10 * time.Millisecond)
-			}
-			if got, err := os.ReadFile(late); err == nil && strings.HasPrefix(string(got), "alive") {
-				t.Fatalf("the waiter's command started while the broken holder's command (pid %d) was %s: "+
-					"three commands of --limit 2 at once", aPid, strings.TrimSpace(string(got)))
-			}
-		})
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				releasedSlot(t, envFor(srv.url(t)), frozen)
+			})
+		}
+	}
+}
+
+// releasedSlot holds both slots of --limit 2, queues a waiter, breaks the
+// first holder (after freezing its lockrun if frozen) and fails if the
+// waiter's command starts while the broken holder's command lives.
+func releasedSlot(t *testing.T, e []string, frozen bool) {
+	dir := t.TempDir()
+	a := startSem(t, e, stubbornScript, nil, filepath.Join(dir, "a"))
+	aPid, aTok := pidToken(t, a, filepath.Join(dir, "a"))
+	b := startSem(t, e, stubbornScript, nil, filepath.Join(dir, "b"))
+	pidToken(t, b, filepath.Join(dir, "b"))
+	late := filepath.Join(dir, "c")
+	c := startSem(t, e, lateScript, []string{"--wait"}, late, strconv.Itoa(aPid))
+	waitText(t, late+".stderr", "waiting for lock")
+	if frozen {
+		if err := a.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := run(t, e, "release", "--yes", "--holder", aTok, "frz"); r.Code != 0 {
+		t.Fatalf("release --holder %s: exit %d, %q %q", aTok, r.Code, r.Stdout, r.Stderr)
+	}
+	// Past the holder's TTL its command is dead (killed by its lockrun
+	// or its watchdog); the waiter may start then, not before.
+	for deadline := time.Now().Add(9 * time.Second); time.Now().Before(deadline) && alive(c.Process.Pid); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got, err := os.ReadFile(late); err == nil && strings.HasPrefix(string(got), "alive") {
+		t.Fatalf("the waiter's command started while the broken holder's command (pid %d) was %s: "+
+			"three commands of --limit 2 at once", aPid, strings.TrimSpace(string(got)))
 	}
 }
 
