@@ -23,6 +23,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -110,6 +111,9 @@ func (b *Backend) trySem(ctx context.Context, r request, waiter string) (attempt
 		return attempt{}, b.acquireFailed(r.key, err)
 	}
 	a, err := b.parseSemAttempt(r, res, start, time.Now())
+	if le := (*backend.LimitError)(nil); errors.As(err, &le) {
+		return attempt{}, err // a clash of limits is the caller's mistake, not an outage
+	}
 	if err != nil {
 		return attempt{}, b.unavailable("acquire", r.key, err)
 	}

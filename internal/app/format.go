@@ -39,11 +39,12 @@ func age(t, now time.Time) string {
 // "N of L holders: " and each holder so.
 func heldBy(st backend.Status, now time.Time) string {
 	if st.Limit > 1 && len(st.Holders) > 0 {
-		each := make([]string, len(st.Holders))
-		for i, h := range st.Holders {
+		shown := st.Holders[:min(len(st.Holders), namedHolders)]
+		each := make([]string, len(shown))
+		for i, h := range shown {
 			each[i] = heldBy(h, now)
 		}
-		return fmt.Sprintf("%d of %d holders: %s", len(st.Holders), st.Limit, strings.Join(each, "; "))
+		return fmt.Sprintf("%d of %d holders: %s%s", len(st.Holders), st.Limit, strings.Join(each, "; "), more(st.Holders, "; "))
 	}
 	s := backend.Escape(st.Holder)
 	if s == "" {
@@ -56,6 +57,20 @@ func heldBy(st backend.Status, now time.Time) string {
 		s += ", token " + st.Token.String()
 	}
 	return s
+}
+
+// namedHolders is how many of a semaphore's holders a one-line message
+// names; the rest are counted (status lists them all), so that a limit
+// in the hundreds does not make each line tens of kilobytes.
+const namedHolders = 5
+
+// more counts the holders past namedHolders ("; and 995 more"), or is
+// empty when every one is named.
+func more(holders []backend.Status, sep string) string {
+	if n := len(holders) - namedHolders; n > 0 {
+		return fmt.Sprintf("%sand %d more", sep, n)
+	}
+	return ""
 }
 
 // isTerminal tells whether f is a terminal.

@@ -103,13 +103,15 @@ func (st *state) choose(c *cli.Context, s backend.Status) (breaking, error) {
 	return breaking{key: s.Key, holders: all, all: s.Limit <= 1}, nil
 }
 
-// holderList names holders on one line: holder (token, run).
+// holderList names holders on one line, holder (token, run), the first
+// namedHolders of them, and counts the rest.
 func holderList(holders []backend.Status) string {
-	names := make([]string, len(holders))
-	for i, h := range holders {
+	shown := holders[:min(len(holders), namedHolders)]
+	names := make([]string, len(shown))
+	for i, h := range shown {
 		names[i] = fmt.Sprintf("%s (token %s, run %s)", dash(backend.Escape(h.Holder)), h.Token, backend.Escape(h.RunID))
 	}
-	return strings.Join(names, ", ")
+	return strings.Join(names, ", ") + more(holders, ", ")
 }
 
 // do breaks br's holders: every one with ForceRelease, one by its token

@@ -61,10 +61,10 @@ func runCommand(st *state) *cli.Command {
 			durationFlag("min-hold", "MIN_HOLD", "keep the lock taken until this long after the grant, even when the command ends sooner, "+
 				"so that hosts whose cron fires a little later skip the run; lockrun itself exits when the command does", 0, ""),
 			durationFlag("max-run", "MAX_RUN", "stop the command (SIGTERM, kill grace, SIGKILL) once it has run this long, and exit 124", 0, "no limit"),
-			&cli.IntFlag{Name: "conflict-exit-code", Value: ExitBusy, EnvVars: env("CONFLICT_EXIT_CODE"), Usage: "exit status when the lock is busy"},
+			decimalFlag("conflict-exit-code", "CONFLICT_EXIT_CODE", "exit status when the lock is busy", ExitBusy),
 			&cli.StringFlag{Name: "holder", EnvVars: env("HOLDER"), Usage: "who holds the lock, as others see it", DefaultText: "host:pid"},
-			&cli.IntFlag{Name: "limit", Value: 1, EnvVars: env("LIMIT"), Usage: "let up to `N` runs (1.." + strconv.Itoa(backend.MaxLimit) + ") hold KEY at once, " +
-				"a semaphore: each has its own lease and fencing token; every run on KEY must ask for the same N (else exit 78)"},
+			decimalFlag("limit", "LIMIT", "let up to `N` runs (1.."+strconv.Itoa(backend.MaxLimit)+") hold KEY at once, "+
+				"a semaphore: each has its own lease and fencing token; every run on KEY must ask for the same N (else exit 78)", 1),
 		),
 		Action: st.run,
 	}
@@ -112,7 +112,7 @@ func (st *state) run(c *cli.Context) error {
 	if maxRun < 0 {
 		return usagef("--max-run %v must not be negative", maxRun)
 	}
-	busy := c.Int("conflict-exit-code")
+	busy := count(c, "conflict-exit-code")
 	if busy < 0 || busy > 255 {
 		return usagef("--conflict-exit-code %d must be within 0..255", busy)
 	}
@@ -120,7 +120,7 @@ func (st *state) run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	limit := c.Int("limit")
+	limit := count(c, "limit")
 	if limit < 1 || limit > backend.MaxLimit {
 		return usagef("--limit %d must be from 1 to %d", limit, backend.MaxLimit)
 	}

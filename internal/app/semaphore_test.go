@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -116,5 +117,36 @@ func TestMetricsGiveTheLimit(t *testing.T) {
 		if !strings.Contains(text, "\nlockrun_limit{key=\"k\"} "+want+"\n") {
 			t.Errorf("limit %d: metrics\n%s\nwant lockrun_limit %s", limit, text, want)
 		}
+	}
+}
+
+// many is a key of limit n held by n runs.
+func many(n int, now time.Time) backend.Status {
+	s := semaphore(now)
+	s.Limit, s.Holders = n, nil
+	for i := range n {
+		h := s
+		h.Limit, h.Holder, h.RunID, h.Token = 0, fmt.Sprintf("host-%d:%d", i, 1000+i), fmt.Sprintf("RUN%d", i), backend.Token(10+i)
+		s.Holders = append(s.Holders, h)
+	}
+	return s
+}
+
+// A waiter's line, a timeout's error and release's "name one" refusal
+// name a few holders and count the rest: at --limit 1000 they were one
+// line of 60 KB each.
+func TestManyHoldersAreCounted(t *testing.T) {
+	now := time.Now()
+	s := many(1000, now)
+	got := heldBy(s, now)
+	if len(got) > 1000 || !strings.HasPrefix(got, "1000 of 1000 holders: host-0:1000 since") || !strings.Contains(got, "and 995 more") {
+		t.Errorf("heldBy of 1000 holders: %d bytes, %.300q...; want the count, the first 5 and \"and 995 more\"", len(got), got)
+	}
+	got = holderList(s.All())
+	if len(got) > 1000 || !strings.HasPrefix(got, "host-0:1000 (token 10, run RUN0)") || !strings.Contains(got, "and 995 more") {
+		t.Errorf("holderList of 1000 holders: %d bytes, %.300q...; want the first 5 and \"and 995 more\"", len(got), got)
+	}
+	if got := heldBy(many(5, now), now); strings.Contains(got, "more") || strings.Count(got, "host-") != 5 {
+		t.Errorf("heldBy of 5 holders: %q; want all 5, nothing counted", got)
 	}
 }

@@ -145,6 +145,12 @@ func (s *semSuite) limitsNeverMix(t *testing.T) {
 			if !errors.As(err, &le) || !errors.Is(err, backend.ErrConfig) || le.Have != max(holding, 1) || le.Want != max(asked, 1) {
 				t.Errorf("held with limit %d, Acquire (wait %v) with %d = %v; want a *LimitError (have %d, want %d)", holding, wait, asked, err, max(holding, 1), max(asked, 1))
 			}
+			// A clash of limits is a mistake, never an outage: an error
+			// that is also ErrUnavailable reads "backend unavailable" and
+			// is one that retries and --fail-open may treat as such.
+			if errors.Is(err, backend.ErrUnavailable) {
+				t.Errorf("held with limit %d, Acquire (wait %v) with %d = %v; it is ErrUnavailable too", holding, wait, asked, err)
+			}
 			if err == nil {
 				release(t, l)
 			}
