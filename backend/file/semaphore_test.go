@@ -508,7 +508,7 @@ func TestPlainWaiterAndASemaphoreNeverQueueBehindEachOther(t *testing.T) {
 	}
 	written := make(chan struct{})
 	defer func() { <-written }() // before granting is closed
-	go func() { // the grant's record comes a little later
+	go func() {                  // the grant's record comes a little later
 		defer close(written)
 		time.Sleep(20 * time.Millisecond)
 		last, slot, _ := readState(granting)

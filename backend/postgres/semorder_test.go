@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/internal/backendtest"
 	"github.com/lockrun/lockrun/internal/pgtest"
 )
 
@@ -17,6 +18,7 @@ import (
 // binary, six waiters of --limit 2 --ttl 3 behind holders of 4 s ran as
 // 1 4 5 6 2 3.
 func TestSemaphoreWaitersKeepTheirOrderPastTheTTL(t *testing.T) {
+	backendtest.KnownBug(t, "postgres semaphore waiters lose their order once holders keep the key past one TTL")
 	raw := pgtest.Isolated(t, pgtest.Shared())
 	const key, limit, waiters = "k", 2, 4
 	ttl := time.Second

@@ -22,6 +22,8 @@ func releaseCommand(st *state) *cli.Command {
 			"   lockrun release [flags] --all KEY                  (every holder)\n\n" +
 			"   The holder's next renewal fails: its lockrun stops the command (SIGTERM, then SIGKILL)\n" +
 			"   and exits 76. The fencing token is never lowered, so the next holder's is higher.\n" +
+			"   On a server backend the lock is free at once: a waiter may start while the broken\n" +
+			"   command still runs (until its lockrun's next renewal and kill grace; a TTL if frozen).\n" +
 			"   A semaphore (run --limit N) with several holders needs --holder or --all.\n" +
 			"   On a terminal it shows what it will break and asks first, unless --yes.\n\n" +
 			"   Exit status: 0 the lock was broken, 1 it was free, or no holder is --holder (nothing to\n" +
