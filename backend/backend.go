@@ -124,6 +124,9 @@ type Status struct {
 	// known.
 	Since, Renewed time.Time
 	Info           HolderInfo // the holder's record; empty when not held
+	// Revoked means the holder was revoked (Revoker) and is stopping: its
+	// lock stays taken until it releases or its lease ends.
+	Revoked bool
 	// Limit is the key's limit while it is held as a semaphore (more than
 	// 1); 0 for a plain lock and for a free key.
 	Limit int
