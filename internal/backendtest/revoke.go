@@ -106,7 +106,9 @@ func (s *semSuite) revokedLockWaitsForItsHolder(t *testing.T) {
 }
 
 // revokedFrozenHolderKeepsItUntilExpiry: a revoked holder that never
-// releases (its lockrun frozen) keeps the lock until its lease ends.
+// releases (its lockrun frozen) keeps the lock until its lease ends: its
+// TTL, or on a store whose leases end only with their holder (h.Crash,
+// the file backend), the holder's death.
 func (s *semSuite) revokedFrozenHolderKeepsItUntilExpiry(t *testing.T) {
 	key := Key(t)
 	a := s.mustAcquire(t, s.open(t), key, "alice")
@@ -114,6 +116,9 @@ func (s *semSuite) revokedFrozenHolderKeepsItUntilExpiry(t *testing.T) {
 		t.Fatalf("Revoke: %v", err)
 	}
 	s.heldUntil(t, key, a.Start(), nil)
+	if s.h.Crash != nil {
+		s.h.Crash(t, a)
+	}
 	o := s.opts("bob")
 	o.Wait = true
 	ctx, cancel := context.WithTimeout(t.Context(), s.h.TTL+s.o.ExpiryResolution+5*time.Second)
