@@ -24,7 +24,7 @@ func (l *lease) Start() time.Time     { return l.start }
 // owned reports whether this lease still holds its slot; callers hold b.mu.
 func (l *lease) owned() error {
 	e := l.b.entry(l.key)
-	if l.s.released || !slices.Contains(e.holders, l.s) {
+	if l.s.released || l.s.revoked || !slices.Contains(e.holders, l.s) {
 		return fmt.Errorf("%w: key %q, token %d", backend.ErrLost, l.key, l.s.token)
 	}
 	return nil
@@ -56,6 +56,12 @@ func (l *lease) GiveBack(ctx context.Context) error { return l.free(true) }
 func (l *lease) free(now bool) error {
 	l.b.mu.Lock()
 	defer l.b.mu.Unlock()
+	e := l.b.entry(l.key)
+	if l.s.revoked && slices.Contains(e.holders, l.s) { // its command is dead: free it now
+		e.holders = slices.DeleteFunc(e.holders, func(s *slot) bool { return s == l.s })
+		l.b.notify()
+		return fmt.Errorf("%w: key %q, token %d was revoked", backend.ErrLost, l.key, l.s.token)
+	}
 	if err := l.owned(); err != nil {
 		return err
 	}
@@ -63,7 +69,6 @@ func (l *lease) free(now bool) error {
 		l.s.released, l.s.expires = true, l.s.minEnd
 		return nil
 	}
-	e := l.b.entry(l.key)
 	e.holders = slices.DeleteFunc(e.holders, func(s *slot) bool { return s == l.s })
 	l.b.notify()
 	return nil

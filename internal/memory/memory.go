@@ -41,6 +41,7 @@ type slot struct {
 	expires        time.Time
 	minEnd         time.Time // grant + MinHold
 	released       bool      // released within its minimum hold: kept, not owned
+	revoked        bool      // revoked: kept until its holder releases or it expires
 }
 
 type waiter struct{ limit int }

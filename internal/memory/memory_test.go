@@ -23,3 +23,5 @@ func TestConformance(t *testing.T) { backendtest.Run(t, harness().Harness) }
 func TestOperators(t *testing.T) { backendtest.RunOperators(t, harness()) }
 
 func TestSemaphores(t *testing.T) { backendtest.RunSemaphores(t, harness()) }
+
+func TestRevoke(t *testing.T) { backendtest.RunRevoke(t, harness()) }

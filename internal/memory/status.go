@@ -44,7 +44,7 @@ func (e *entry) status(key string) backend.Status {
 	for _, s := range e.holders {
 		all = append(all, backend.Status{
 			Key: key, Held: true, Holder: s.holder, RunID: s.runID, Token: s.token,
-			TTL: time.Until(s.expires), Since: s.since, Renewed: s.renewed, Info: s.info,
+			TTL: time.Until(s.expires), Since: s.since, Renewed: s.renewed, Info: s.info, Revoked: s.revoked,
 		})
 	}
 	st := all[0]
@@ -81,6 +81,32 @@ func (b *Backend) ReleaseHolder(ctx context.Context, key string, token backend.T
 	}
 	e.holders = slices.Delete(e.holders, i, i+1)
 	b.notify()
+	return nil
+}
+
+// Revoke marks key's holder of token (every holder, for 0) revoked: its
+// renewals fail, and its slot stays taken until it releases or expires. A
+// slot kept only for its minimum hold has no command left: it goes at once.
+func (b *Backend) Revoke(ctx context.Context, key string, token backend.Token) error {
+	if err := backend.ValidateKey(key); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.entry(key)
+	found := false
+	e.holders = slices.DeleteFunc(e.holders, func(s *slot) bool {
+		if token != 0 && s.token != token {
+			return false
+		}
+		found = found || !s.released
+		s.revoked = true
+		return s.released
+	})
+	b.notify()
+	if token != 0 && !found {
+		return fmt.Errorf("%w: lock %q has no holder with token %d", backend.ErrLost, key, token)
+	}
 	return nil
 }
 
