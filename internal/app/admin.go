@@ -107,6 +107,9 @@ func describe(s backend.Status, now time.Time) string {
 			fmt.Fprintf(&b, "  %-9s %s\n", name+":", value)
 		}
 	}
+	if s.Revoked {
+		detail("revoked", "its lockrun is stopping the command; the lock is free once it has, or when the lease ends")
+	}
 	if !s.Since.IsZero() {
 		detail("since", clock(s.Since, now)+" (held for "+age(s.Since, now)+")")
 	}

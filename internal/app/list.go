@@ -138,6 +138,9 @@ func holderJSON(s backend.Status) map[string]any {
 	if s.Info != (backend.HolderInfo{}) {
 		m["info"] = s.Info
 	}
+	if s.Revoked {
+		m["revoked"] = true
+	}
 	return m
 }
 

@@ -22,8 +22,10 @@ func releaseCommand(st *state) *cli.Command {
 			"   lockrun release [flags] --all KEY                  (every holder)\n\n" +
 			"   The holder's next renewal fails: its lockrun stops the command (SIGTERM, then SIGKILL)\n" +
 			"   and exits 76. The fencing token is never lowered, so the next holder's is higher.\n" +
-			"   On a server backend the lock is free at once: a waiter may start while the broken\n" +
-			"   command still runs (until its lockrun's next renewal and kill grace; a TTL if frozen).\n" +
+			"   The lock stays taken until that command has stopped and its lockrun let go, or its\n" +
+			"   lease ends (at most a TTL after its last renewal): no waiter starts beside it. --now\n" +
+			"   frees it at once instead (a holder you know is dead, with a long TTL); a waiter may\n" +
+			"   then start while the broken command still runs.\n" +
 			"   A semaphore (run --limit N) with several holders needs --holder or --all.\n" +
 			"   On a terminal it shows what it will break and asks first, unless --yes.\n\n" +
 			"   Exit status: 0 the lock was broken, 1 it was free, or no holder is --holder (nothing to\n" +
@@ -33,7 +35,8 @@ func releaseCommand(st *state) *cli.Command {
 		Flags: append(commonFlags("print errors only", adminVerbose),
 			&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "do not ask, even on a terminal"},
 			&cli.StringFlag{Name: "holder", Usage: "break only the holder with this run id or fencing token (see status)"},
-			&cli.BoolFlag{Name: "all", Usage: "break every holder of the key"}),
+			&cli.BoolFlag{Name: "all", Usage: "break every holder of the key"},
+			&cli.BoolFlag{Name: "now", Usage: "free the lock at once, not when the broken command has stopped"}),
 		Action: st.release,
 	}
 }
@@ -44,6 +47,7 @@ type breaking struct {
 	key     string
 	holders []backend.Status
 	all     bool
+	revoke  bool // keep the lock until the broken commands stopped (backend.Revoker)
 }
 
 func (st *state) release(c *cli.Context) error {
@@ -63,6 +67,8 @@ func (st *state) release(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
+		_, canRevoke := b.(backend.Revoker)
+		br.revoke = canRevoke && !c.Bool("now")
 		if !c.Bool("yes") && isTerminal(st.stdin) && isTerminal(st.stderr) {
 			if br, err = st.confirm(c, b, br); err != nil {
 				return err
@@ -73,7 +79,13 @@ func (st *state) release(c *cli.Context) error {
 		}
 		now := time.Now()
 		for _, h := range br.holders {
-			st.say("%s: released the lock of %s (run %s); a lockrun still running it stops the command and exits 76\n",
+			if br.revoke {
+				st.say("%s: revoked the lock of %s (run %s): its lockrun stops the command and exits 76; "+
+					"the lock is free once it has, or when the lease ends (%s left)\n",
+					key, heldBy(h, now), backend.Escape(h.RunID), h.TTL.Round(time.Millisecond))
+				continue
+			}
+			st.say("%s: released the lock of %s (run %s) at once; a lockrun still running it stops the command and exits 76\n",
 				key, heldBy(h, now), backend.Escape(h.RunID))
 		}
 		return nil
@@ -116,17 +128,25 @@ func holderList(holders []backend.Status) string {
 	return strings.Join(names, ", ") + more(holders, ", ")
 }
 
-// do breaks br's holders: every one with ForceRelease, one by its token
-// with ReleaseHolder, atomically on the server either way.
+// do breaks br's holders, atomically on the server: with Revoke, which
+// keeps each lock until its command has stopped, or at once (--now) with
+// ForceRelease for every one or ReleaseHolder for one by its token.
 func (br breaking) do(c *cli.Context, b backend.Backend) error {
-	if br.all {
+	var err error
+	switch r, ok := b.(backend.Revoker); {
+	case br.revoke && ok && br.all:
+		return r.Revoke(c.Context, br.key, 0)
+	case br.revoke && ok:
+		err = r.Revoke(c.Context, br.key, br.holders[0].Token)
+	case br.all:
 		return b.ForceRelease(c.Context, br.key)
+	default:
+		r, ok := b.(backend.HolderReleaser)
+		if !ok {
+			return fmt.Errorf("%w: this backend cannot break one holder of %q; use --all", backend.ErrConfig, br.key)
+		}
+		err = r.ReleaseHolder(c.Context, br.key, br.holders[0].Token)
 	}
-	r, ok := b.(backend.HolderReleaser)
-	if !ok {
-		return fmt.Errorf("%w: this backend cannot break one holder of %q; use --all", backend.ErrConfig, br.key)
-	}
-	err := r.ReleaseHolder(c.Context, br.key, br.holders[0].Token)
 	if errors.Is(err, backend.ErrLost) {
 		fmt.Fprintf(c.App.ErrWriter, "lockrun: %s: token %s is no longer held; not released: look again\n", br.key, br.holders[0].Token)
 		return answerNotReleased
