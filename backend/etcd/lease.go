@@ -65,13 +65,8 @@ func (l *lease) Renew(ctx context.Context) error {
 	return nil
 }
 
-// Release revokes the lease, which deletes its entry in the same write:
-// the next in line wakes on that one write and finds no other write of
-// ours in its way (etcd holds a linearizable read or a keep-alive until
-// every committed write is applied). Revoking touches nothing but our own
-// lease's keys. A lease whose entry is gone reports ErrLost, and is revoked
-// all the same; the entry is looked up first with a serializable read, as
-// only that report depends on it.
+// Release frees the lock: see GiveBack. Within a minimum hold, the entry
+// stays the holder's until the hold ends instead (see holdOn).
 func (l *lease) Release(ctx context.Context) error {
 	if left := time.Until(l.e.start.Add(l.minHold)); left > 0 {
 		return l.holdOn(ctx, left)
@@ -79,19 +74,25 @@ func (l *lease) Release(ctx context.Context) error {
 	return l.GiveBack(ctx)
 }
 
-// GiveBack revokes the lease at once, minimum hold or not, as Release does
-// once the minimum is over.
+// GiveBack frees the lock at once, minimum hold or not. Its first request
+// is the write that wakes the next in line: one transaction deletes the
+// entry only while it is still ours (the same create revision), so the
+// hand-off waits for one round trip and one WAL write, and that write's
+// outcome tells whether the lease was lost. The lease is revoked after it,
+// with nothing of the lock left under it; a lease that is gone already
+// has lost the lock too. If the revoke fails the lease expires by itself
+// within its TTL, holding nothing.
 func (l *lease) GiveBack(ctx context.Context) error {
 	rctx, cancel := l.b.bounded(ctx)
 	defer cancel()
-	resp, err := l.b.cli.Get(rctx, l.e.name, clientv3.WithSerializable())
+	resp, err := l.b.cli.Txn(rctx).
+		If(clientv3.Compare(clientv3.CreateRevision(l.e.name), "=", l.e.rev)).
+		Then(clientv3.OpDelete(l.e.name)).
+		Commit()
 	if err != nil {
 		return l.b.unavailable("releasing", l.e.key, err)
 	}
-	owned := len(resp.Kvs) == 1 && resp.Kvs[0].CreateRevision == l.e.rev
-	if _, err := l.b.cli.Revoke(rctx, l.e.id); err != nil && !isLeaseGone(err) {
-		return l.b.unavailable("releasing", l.e.key, err)
-	} else if err != nil || !owned {
+	if _, err := l.b.cli.Revoke(rctx, l.e.id); !resp.Succeeded || isLeaseGone(err) {
 		return l.b.lost(l.e.key, "released after the lease expired or was revoked")
 	}
 	return nil

@@ -121,11 +121,22 @@ type wrappedLocker interface {
 	Unwrap() backend.Backend
 }
 
-// startControl listens for the command's requests, when the backend can
-// answer them (job.Locker, or the backend it wraps, is an inspector). It
-// returns nil when it cannot: the command then runs without EnvControl, and
-// its requests fail.
+// startControl listens for the command's requests on lease, when the
+// backend can answer them; see newControl.
 func startControl(job Job, lease backend.Lease, log *slog.Logger) *control {
+	c := newControl(job, log)
+	c.serve(lease, log)
+	return c
+}
+
+// newControl readies the socket on which the command asks for its
+// checkpoints and fence checks, when the backend can answer them
+// (job.Locker, or the backend it wraps, is an inspector); it answers
+// nothing until serve binds it to a lease, and connections wait in its
+// queue until then. A waiter readies it while it waits, so that none of
+// it delays the command once the lock comes. It returns nil when it
+// cannot: the command then runs without EnvControl, and its requests fail.
+func newControl(job Job, log *slog.Logger) *control {
 	var locker any = job.Locker
 	if w, ok := locker.(wrappedLocker); ok {
 		locker = w.Unwrap()
@@ -145,10 +156,18 @@ func startControl(job Job, lease backend.Lease, log *slog.Logger) *control {
 		log.Warn("no control socket for the command: checkpoints and fence checks will fail", "err", err)
 		return nil
 	}
-	c := &control{key: job.Key, token: lease.Token(), limit: job.Acquire.EffectiveLimit(), store: store, dir: dir, ln: ln, log: log, lost: make(chan struct{})}
+	c := &control{key: job.Key, limit: job.Acquire.EffectiveLimit(), store: store, dir: dir, ln: ln, log: log, lost: make(chan struct{})}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.wg.Go(c.serve)
 	return c
+}
+
+// serve answers for lease from now on, logging to log.
+func (c *control) serve(lease backend.Lease, log *slog.Logger) {
+	if c == nil {
+		return
+	}
+	c.token, c.log = lease.Token(), log
+	c.wg.Go(c.accept)
 }
 
 // vars adds EnvControl to the command's variables.
@@ -173,10 +192,10 @@ func (c *control) watch(lost <-chan struct{}) {
 	}()
 }
 
-// close stops answering, ends the requests in flight, and removes the
-// socket's directory: nothing is written for this lease once the command
-// is gone and the lock is about to be released.
-func (c *control) close() {
+// stop stops answering and ends the requests in flight: nothing is
+// written for this lease once the command is gone and the lock is about
+// to be released.
+func (c *control) stop() {
 	if c == nil {
 		return
 	}
@@ -184,10 +203,20 @@ func (c *control) close() {
 	c.cancel()
 	c.ln.Close()
 	c.wg.Wait()
+}
+
+// close stops answering (see stop) and removes the socket's directory,
+// which the runner does after the release, off the hand-off path: a
+// stopped socket refuses connections already.
+func (c *control) close() {
+	if c == nil {
+		return
+	}
+	c.stop()
 	os.RemoveAll(c.dir)
 }
 
-func (c *control) serve() {
+func (c *control) accept() {
 	for {
 		conn, err := c.ln.Accept()
 		if err != nil {

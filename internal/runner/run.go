@@ -67,16 +67,19 @@ func Run(ctx context.Context, job Job) error {
 	// hand-off path; a run that may find the lock busy does not pay for
 	// them before it knows.
 	var proc *process
+	var ctl *control // the command's channel to us: checkpoints, fence checks
 	if job.Acquire.Wait {
 		proc = prepare(job.Watchdog, job.Clock)
+		ctl = newControl(job, job.Log)
 	}
 	asked := time.Now() // a reported duration: wall time will do
 	g, err := acquire(ctx, job, sigs)
 	job.Stats.waited(time.Since(asked))
-	if err != nil && job.FailOpen && FailOpenable(err) {
-		return runUnlocked(ctx, job, proc, sigs, err)
-	}
 	if err != nil {
+		ctl.close()
+		if job.FailOpen && FailOpenable(err) {
+			return runUnlocked(ctx, job, proc, sigs, err)
+		}
 		if proc != nil {
 			proc.abandon()
 		}
@@ -86,10 +89,14 @@ func Run(ctx context.Context, job Job) error {
 		proc = prepare(job.Watchdog, job.Clock)
 	}
 	log := job.Log.With("token", g.lease.Token().String())
+	if !job.Acquire.Wait {
+		ctl = newControl(job, log)
+	}
+	ctl.serve(g.lease, log)
 	log.Debug("lock acquired", "event", EventAcquired, "ttl", g.lease.TTL(), "took", time.Since(g.lease.Start()).Round(time.Microsecond))
 	warnSkew(log, g.lease, job.Policy.Margin)
 
-	status, why, err := runCommand(ctx, job, proc, g, sigs, log)
+	status, why, err := runCommand(ctx, job, proc, ctl, g, sigs, log)
 	lost := errors.Is(why, backend.ErrLost)
 	if err == nil {
 		log.Debug("command exited", "event", EventExited, "status", status, "lost", lost)
@@ -97,7 +104,8 @@ func Run(ctx context.Context, job Job) error {
 	// Only a command that did not start makes runCommand fail: its lease
 	// is given back, free at once whatever its minimum hold.
 	release(job, g.lease, endOf(err != nil, lost), log)
-	<-proc.reaped // the watchdog and the cgroup go after the lock, off the hand-off path
+	ctl.close()   // its directory goes after the lock, off the hand-off path
+	<-proc.reaped // and so do the watchdog and the cgroup
 	return outcome(status, why, err, fmt.Sprintf("lock %q", job.Key))
 }
 
@@ -119,10 +127,9 @@ func outcome(status int, why, err error, what string) error {
 // runs, and supervises it to its end. It returns the command's status and
 // why it was stopped, if it was. It never starts a command without a live
 // lease, nor after the lease's term deadline.
-func runCommand(ctx context.Context, job Job, proc *process, g grant, sigs <-chan os.Signal, log *slog.Logger) (status int, why, err error) {
+func runCommand(ctx context.Context, job Job, proc *process, ctl *control, g grant, sigs <-chan os.Signal, log *slog.Logger) (status int, why, err error) {
 	p := job.Policy
-	ctl := startControl(job, g.lease, log) // the command's channel to us: checkpoints, fence checks
-	defer ctl.close()
+	defer ctl.stop() // before the release: nothing answers for a released lease
 	env := childEnv(os.Environ(), ctl.vars(map[string]string{
 		"LOCKRUN_FENCING_TOKEN": g.lease.Token().String(),
 		"LOCKRUN_KEY":           job.Key,
