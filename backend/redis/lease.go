@@ -54,7 +54,8 @@ func (l *lease) Renew(ctx context.Context) error {
 }
 
 // Release deletes the lock if it still holds this lease's value and wakes
-// the next waiter; it returns an error wrapping backend.ErrLost if not.
+// the next waiter; it returns an error wrapping backend.ErrLost if not,
+// and also when the lease was revoked (the lock is then deleted at once).
 // With a minimum hold not yet over, the lock instead stays this lease's
 // until the grant (the server's time, from the holder's record) plus the
 // minimum, and then expires on the server.
@@ -77,10 +78,7 @@ func (l *lease) release(ctx context.Context, hold int64) error {
 	if err != nil {
 		return l.b.unavailable("release", l.key, err)
 	}
-	if n != 1 {
-		return l.lost()
-	}
-	return nil
+	return l.released(n)
 }
 
 func (l *lease) lost() error {

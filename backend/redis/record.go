@@ -14,8 +14,13 @@ import (
 // The holder's record, lockrun:{KEY}:meta, is a hash written in the same
 // script as the lock: "value" (the lock value it belongs to; a record of
 // another grant is ignored), "since" and "renewed" (the server's TIME in
-// microseconds at the grant and at the last renewal) and "info" (the
-// holder's backend.HolderInfo as JSON). It expires with the lock.
+// microseconds at the grant and at the last renewal), "info" (the
+// holder's backend.HolderInfo as JSON) and, once the lease has ended
+// early, "released": "1" after a release into its minimum hold, "revoked"
+// after a Revoke (revoke.lua). It expires with the lock.
+
+// revokedMark is the record's "released" field of a revoked lease.
+const revokedMark = "revoked"
 
 // encodeInfo is the holder's info as the record keeps it.
 func encodeInfo(info backend.HolderInfo) string {
@@ -23,10 +28,11 @@ func encodeInfo(info backend.HolderInfo) string {
 	return string(b)
 }
 
-// addRecord fills st's Since, Renewed and Info from rec, the reply of
-// HMGET value since renewed info, when it belongs to the lock's value.
+// addRecord fills st's Since, Renewed, Info and Revoked from rec, the
+// reply of HMGET value since renewed info released, when it belongs to
+// the lock's value.
 func addRecord(st *backend.Status, value string, rec []any) {
-	if len(rec) != 4 {
+	if len(rec) != 5 {
 		return
 	}
 	if v, _ := rec[0].(string); v != value {
@@ -36,6 +42,7 @@ func addRecord(st *backend.Status, value string, rec []any) {
 	if s, ok := rec[3].(string); ok {
 		_ = json.Unmarshal([]byte(s), &st.Info) // a damaged record shows no info
 	}
+	st.Revoked = rec[4] == revokedMark
 }
 
 // micros reads a time stored as microseconds since the epoch.

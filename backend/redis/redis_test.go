@@ -123,3 +123,11 @@ func TestSemaphores(t *testing.T) {
 		TTL:  time.Second,
 	}})
 }
+
+func TestRevoke(t *testing.T) {
+	srv := redistest.Start(t)
+	backendtest.RunRevoke(t, backendtest.Operators{Harness: backendtest.Harness{
+		Open: func(t *testing.T) backend.Backend { return open(t, srv.URL()) },
+		TTL:  time.Second,
+	}})
+}

@@ -24,6 +24,8 @@ var (
 	holderLua string
 	//go:embed lua/inspect.lua
 	inspectLua string
+	//go:embed lua/revoke.lua
+	revokeLua string
 	//go:embed lua/sem_acquire.lua
 	semAcquireLua string
 	//go:embed lua/sem_renew.lua
@@ -38,7 +40,7 @@ var (
 // falls back to EVAL when the server has not seen it yet (a new or
 // restarted server), so the usual cost is one round trip.
 type scripts struct {
-	acquire, renew, release, force, holder, inspect *goredis.Script
+	acquire, renew, release, force, holder, inspect, revoke *goredis.Script
 	// The semaphore's own (AcquireOptions.Limit > 1): see semaphore.go.
 	semAcquire, semRenew, semRelease, semLeave *goredis.Script
 }
@@ -52,6 +54,7 @@ func newScripts() scripts {
 		force:      goredis.NewScript(lib + forceLua),
 		holder:     goredis.NewScript(lib + holderLua),
 		inspect:    goredis.NewScript(lib + inspectLua),
+		revoke:     goredis.NewScript(lib + revokeLua),
 		semAcquire: goredis.NewScript(lib + semAcquireLua),
 		semRenew:   goredis.NewScript(lib + semRenewLua),
 		semRelease: goredis.NewScript(lib + semReleaseLua),

@@ -30,7 +30,8 @@ func (l *semLease) Renew(ctx context.Context) error {
 // Release frees this holder's slot if it is still its own and wakes the
 // waiters that may take it; with a minimum hold not yet over, the slot
 // stays this holder's until the grant plus the minimum. It returns an
-// error wrapping backend.ErrLost when the slot is no longer its own.
+// error wrapping backend.ErrLost when the slot is no longer its own, and
+// when the holder was revoked (its slot is then freed at once).
 func (l *semLease) Release(ctx context.Context) error {
 	var hold int64
 	if l.minHold > 0 {
@@ -47,8 +48,5 @@ func (l *semLease) release(ctx context.Context, hold int64) error {
 	if err != nil {
 		return l.b.unavailable("release", l.key, err)
 	}
-	if n != 1 {
-		return l.lost()
-	}
-	return nil
+	return l.released(n)
 }

@@ -40,13 +40,16 @@ func semStatus(key string, limit int, flat []any) (backend.Status, error) {
 	return st, nil
 }
 
-// addSemRecord fills h's Since, Renewed and Info from a holder's record,
-// "SINCE RENEWED RELEASED INFO"; a damaged record shows nothing.
+// addSemRecord fills h's Since, Renewed, Info and Revoked from a
+// holder's record, "SINCE RENEWED RELEASED INFO" (RELEASED is 0 while
+// live, 1 once released into its minimum hold, 2 once revoked); a damaged
+// record shows nothing.
 func addSemRecord(h *backend.Status, rec string) {
 	parts := strings.SplitN(rec, " ", 4)
 	if len(parts) != 4 {
 		return
 	}
 	h.Since, h.Renewed = micros(parts[0]), micros(parts[1])
+	h.Revoked = parts[2] == "2"
 	_ = json.Unmarshal([]byte(parts[3]), &h.Info)
 }

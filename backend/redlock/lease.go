@@ -52,7 +52,8 @@ func (l *lease) Renew(ctx context.Context) error {
 // and wakes the next waiter; with a minimum hold it leaves the lock to
 // expire at the grant plus MinHold instead. It waits a little for masters
 // slower than a majority; calls to those that still do not answer go on
-// in the background. Its errors are Renew's.
+// in the background. Its errors are Renew's; a revoked lease is freed at
+// once, minimum hold or not, and returns an error wrapping ErrLost.
 func (l *lease) Release(ctx context.Context) error {
 	var keep int64
 	if left := l.minHold - time.Since(l.granted); left > 0 {
@@ -70,17 +71,19 @@ func (l *lease) GiveBack(ctx context.Context) error { return l.release(ctx, 0) }
 // keep ms (0: now).
 func (l *lease) release(ctx context.Context, keep int64) error {
 	rs := l.b.releaseOn(ctx, l.b.masters, l.names, l.value, keep, l.ttl, l.landed, func(rs []reply[int64]) bool {
-		return l.b.settled(tally(rs, ours))
+		return l.b.settled(tally(rs, freed))
 	})
-	return l.outcome("release", rs)
+	return l.releaseOutcome(rs)
 }
 
 func ours(n int64) bool { return n == 1 }
 
-// outcome turns the masters' answers to a renewal or release into its
-// error.
-func (l *lease) outcome(op string, rs []reply[int64]) error {
-	yes, no, _ := tally(rs, ours)
+// outcome turns the masters' answers to a renewal into its error.
+func (l *lease) outcome(op string, rs []reply[int64]) error { return l.outcomeOf(op, rs, ours) }
+
+// outcomeOf is outcome, with ok telling the answers that succeeded.
+func (l *lease) outcomeOf(op string, rs []reply[int64], ok func(int64) bool) error {
+	yes, no, _ := tally(rs, ok)
 	switch {
 	case yes >= l.b.quorum:
 		return nil

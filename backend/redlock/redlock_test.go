@@ -80,3 +80,15 @@ func TestSemaphores(t *testing.T) {
 		})
 	}
 }
+
+func TestRevoke(t *testing.T) {
+	for _, n := range []int{3, 5} {
+		t.Run(fmt.Sprintf("%d-masters", n), func(t *testing.T) {
+			raw := urlOf(masters(t, n))
+			backendtest.RunRevoke(t, backendtest.Operators{Harness: backendtest.Harness{
+				Open: func(t *testing.T) backend.Backend { return open(t, raw) },
+				TTL:  time.Second,
+			}})
+		})
+	}
+}

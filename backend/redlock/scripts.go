@@ -24,6 +24,8 @@ var (
 	holderLua string
 	//go:embed lua/inspect.lua
 	inspectLua string
+	//go:embed lua/revoke.lua
+	revokeLua string
 	//go:embed lua/sem_peek.lua
 	semPeekLua string
 	//go:embed lua/sem_grant.lua
@@ -37,7 +39,7 @@ var (
 // scripts are loaded once per Backend; go-redis runs each with EVALSHA and
 // falls back to EVAL on a master that has not seen it (a restarted one).
 type scripts struct {
-	peek, grant, renew, release, force, holder, inspect *goredis.Script
+	peek, grant, renew, release, force, holder, inspect, revoke *goredis.Script
 	// The semaphore's own (AcquireOptions.Limit > 1): see semaphore.go.
 	semPeek, semGrant, semRenew, semRelease, semLeave *goredis.Script
 }
@@ -52,6 +54,7 @@ func newScripts() scripts {
 		force:      goredis.NewScript(lib + forceLua),
 		holder:     goredis.NewScript(lib + holderLua),
 		inspect:    goredis.NewScript(lib + inspectLua),
+		revoke:     goredis.NewScript(lib + revokeLua),
 		semPeek:    goredis.NewScript(lib + semPeekLua),
 		semGrant:   goredis.NewScript(lib + semGrantLua),
 		semRenew:   goredis.NewScript(lib + semRenewLua),

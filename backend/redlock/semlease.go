@@ -30,7 +30,8 @@ func (l *semLease) Renew(ctx context.Context) error {
 
 // Release gives the slot up on every master that holds it and wakes the
 // waiters that may take it; with a minimum hold it leaves the slot to end
-// at the grant plus MinHold instead. Its errors are Renew's.
+// at the grant plus MinHold instead. Its errors are Renew's; a revoked
+// holder's slot is freed at once and its error wraps ErrLost.
 func (l *semLease) Release(ctx context.Context) error {
 	var keep int64
 	if left := l.minHold - time.Since(l.granted); left > 0 {
@@ -44,9 +45,9 @@ func (l *semLease) GiveBack(ctx context.Context) error { return l.release(ctx, 0
 
 func (l *semLease) release(ctx context.Context, keep int64) error {
 	rs := l.b.semReleaseOn(ctx, l.b.masters, l.names, l.value, keep, l.ttl, l.landed, func(rs []reply[int64]) bool {
-		return l.b.settled(tally(rs, ours))
+		return l.b.settled(tally(rs, freed))
 	})
-	return l.outcome("release", rs)
+	return l.releaseOutcome(rs)
 }
 
 // semReleaseOn runs sem_release.lua for value on the masters ms, as

@@ -18,10 +18,13 @@ type semRecord struct {
 	left           time.Duration
 	since, renewed time.Time
 	info           backend.HolderInfo
+	revoked        bool // RELEASED is 2 (see lua/revoke.lua)
 }
 
 // parseSemRecords reads sem_holders' {value, ms left, record, ...}, each
-// record "SINCE RENEWED RELEASED INFO" (a damaged one shows nothing).
+// record "SINCE RENEWED RELEASED INFO" (a damaged one shows nothing;
+// RELEASED is 0 while live, 1 once released into a minimum hold, 2 once
+// revoked).
 func parseSemRecords(flat []any) ([]semRecord, error) {
 	if len(flat)%3 != 0 {
 		return nil, fmt.Errorf("%w: semaphore holders %v", errMalformed, flat)
@@ -35,6 +38,7 @@ func parseSemRecords(flat []any) ([]semRecord, error) {
 		rec, _ := flat[i+2].(string)
 		if parts := strings.SplitN(rec, " ", 4); len(parts) == 4 {
 			h.since, h.renewed = micros(parts[0]), micros(parts[1])
+			h.revoked = parts[2] == "2"
 			_ = json.Unmarshal([]byte(parts[3]), &h.info)
 		}
 		hs = append(hs, h)
@@ -96,6 +100,7 @@ func merge(h backend.Status, recs []semRecord, quorum int) backend.Status {
 		if r.renewed.After(h.Renewed) {
 			h.Renewed = r.renewed
 		}
+		h.Revoked = h.Revoked || r.revoked
 	}
 	slices.Sort(left)
 	slices.Reverse(left)

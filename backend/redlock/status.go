@@ -16,6 +16,7 @@ type record struct {
 	since, renewed time.Time
 	info           backend.HolderInfo
 	holders        []semRecord // a semaphore's live holders there
+	revoked        string      // the lock value revoked there, if any
 }
 
 // Inspect reports the holder when a majority of the masters hold the same
@@ -90,6 +91,8 @@ func (b *Backend) heldStatus(key, value string, rs []reply[record]) (backend.Sta
 		if x.v.renewed.After(st.Renewed) {
 			st.Renewed = x.v.renewed
 		}
+		// One master's mark is enough to show: its holder is stopping.
+		st.Revoked = st.Revoked || x.v.revoked == value
 	}
 	slices.Sort(left)
 	slices.Reverse(left)
@@ -97,14 +100,14 @@ func (b *Backend) heldStatus(key, value string, rs []reply[record]) (backend.Sta
 	if err != nil {
 		return backend.Status{Key: key}, fmt.Errorf("%w: redlock %s: inspect %q: %w", backend.ErrUnavailable, b.url, key, err)
 	}
-	held.Since, held.Renewed, held.Info = st.Since, st.Renewed, st.Info
+	held.Since, held.Renewed, held.Info, held.Revoked = st.Since, st.Renewed, st.Info, st.Revoked
 	return held, nil
 }
 
 // parseRecord reads inspect.lua's {value, pttl, counter, since, renewed,
-// info, limit, holders}.
+// info, limit, holders, revoked}.
 func parseRecord(res []any) (record, error) {
-	if len(res) != 8 {
+	if len(res) != 9 {
 		return record{}, fmt.Errorf("%w: inspect reply %v", errMalformed, res)
 	}
 	var r record
@@ -122,6 +125,7 @@ func parseRecord(res []any) (record, error) {
 		_ = json.Unmarshal([]byte(s), &r.info) // a record we cannot read is left out, not an outage
 	}
 	r.limit, _ = res[6].(string)
+	r.revoked, _ = res[8].(string)
 	flat, _ := res[7].([]any)
 	var err error
 	r.holders, err = parseSemRecords(flat)

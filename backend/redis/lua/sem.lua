@@ -149,3 +149,14 @@ end
 local function sem_token_of(v)
   return string.match(v, '^(%d+) ')
 end
+
+-- sem_revoked tells whether holder value's lease has not ended by ms and
+-- it was revoked (RELEASED "2" in its record, see revoke.lua): its own
+-- release then frees its slot at once.
+local function sem_revoked(S, value, ms)
+  local score = redis.call('ZSCORE', S.slots, value)
+  if not score or tonumber(score) <= ms then
+    return false
+  end
+  return string.match(redis.call('HGET', S.rec, value) or '', '^%d+ %d+ 2 ') ~= nil
+end

@@ -31,7 +31,9 @@ if last and not string.match(last, '^%d+$') then
 end
 -- Exact comparison of decimal strings: Lua numbers are doubles.
 local above = not last or #token > #last or #token == #last and token > last
-if cur and cur ~= value and string.match(cur, '^%d+ (%S*) ') ~= run then
+-- A revoked lease is never handed back to a retry of its run.
+local revoked = cur and redis.call('HGET', record, 'revoked') == cur
+if cur and (revoked or cur ~= value and string.match(cur, '^%d+ (%S*) ') ~= run) then
   if above then
     redis.call('SET', counter, token)
   end

@@ -4,8 +4,19 @@
 -- the master's own expiry.
 -- KEYS: lock, waiters' queue, holder record.
 -- ARGV: value, waiters' channel prefix, keep in ms (0: now).
--- Returns 1 when released (or left to expire), 0 when not ours there.
-if redis.call('GET', KEYS[1]) ~= ARGV[1] or redis.call('HGET', KEYS[3], 'released') == ARGV[1] then
+-- A revoked lease (see revoke.lua) frees the lock here at once, minimum
+-- hold or not.
+-- Returns 1 when released (or left to expire), 2 when released after a
+-- revoke, 0 when not ours there.
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
+end
+if redis.call('HGET', KEYS[3], 'revoked') == ARGV[1] then
+  redis.call('DEL', KEYS[1], KEYS[3])
+  wake_next(KEYS[2], ARGV[2])
+  return 2
+end
+if redis.call('HGET', KEYS[3], 'released') == ARGV[1] then
   return 0
 end
 local keep = tonumber(ARGV[3])

@@ -4,10 +4,19 @@
 -- passed, on the master's own clock.
 -- KEYS: the semaphore's parts (see package redis's sem.lua), its slot
 --       index. ARGV: value, waiters' channel prefix, keep in ms (0: now).
--- Returns 1 when released (or left to end), 0 when not ours there.
+-- A revoked holder (see revoke.lua) frees its slot here at once, minimum
+-- hold or not.
+-- Returns 1 when released (or left to end), 2 when released after a
+-- revoke, 0 when not ours there.
 local S = sem_keys(1)
 local value, wake, hold = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local ms = ms_of(now_us())
+if sem_revoked(S, value, ms) then
+  redis.call('ZREM', S.slots, value)
+  redis.call('HDEL', S.rec, value)
+  sem_wake(S, wake, sem_limit(S) - sem_prune(S, wake, ms))
+  return 2
+end
 local r = sem_live(S, value, ms)
 if not r then
   return 0
