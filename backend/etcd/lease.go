@@ -21,6 +21,11 @@ type lease struct {
 	// minHold keeps the entry the lock's holder until the grant (the
 	// entry's first start) plus minHold, even when released sooner.
 	minHold time.Duration
+
+	// revoked is set once a renewal found the entry's revocation marker
+	// (see revoke.go): a release then frees the lock at once and reports
+	// ErrLost.
+	revoked bool
 }
 
 func (b *Backend) newLease(e entry) *lease { return &lease{b: b, e: e, start: e.start} }
@@ -40,8 +45,9 @@ func (l *lease) Start() time.Time {
 	return l.start
 }
 
-// Renew sends one keep-alive, then checks that the entry is still ours: a
-// lease that is gone, or an entry deleted or replaced, is ErrLost.
+// Renew sends one keep-alive, then checks that the entry is still ours and
+// not revoked, in one read of the entry and its revocation marker: a lease
+// that is gone, an entry deleted or replaced, or a marker, is ErrLost.
 func (l *lease) Renew(ctx context.Context) error {
 	sent := time.Now()
 	if _, err := l.b.keepAlive(ctx, l.e.id); err != nil {
@@ -52,12 +58,19 @@ func (l *lease) Renew(ctx context.Context) error {
 	}
 	rctx, cancel := l.b.bounded(ctx)
 	defer cancel()
-	resp, err := l.b.cli.Get(rctx, l.e.name)
+	resp, err := l.b.cli.Txn(rctx).Then(
+		clientv3.OpGet(l.e.name),
+		clientv3.OpGet(l.b.markerName(l.e.key, l.e.name), clientv3.WithCountOnly()),
+	).Commit()
 	if err != nil {
 		return l.b.unavailable("checking the lock", l.e.key, err)
 	}
-	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != l.e.rev {
+	if kv := firstKV(resp.Responses[0]); kv == nil || kv.CreateRevision != l.e.rev {
 		return l.b.lost(l.e.key, "the holder's entry was deleted")
+	}
+	if resp.Responses[1].GetResponseRange().Count > 0 {
+		l.setRevoked()
+		return l.b.lost(l.e.key, "the holder was revoked")
 	}
 	l.mu.Lock()
 	l.start = sent
@@ -73,26 +86,48 @@ func (l *lease) Renew(ctx context.Context) error {
 // all the same; the entry is looked up first with a serializable read, as
 // only that report depends on it.
 func (l *lease) Release(ctx context.Context) error {
-	if left := time.Until(l.e.start.Add(l.minHold)); left > 0 {
+	if left := time.Until(l.e.start.Add(l.minHold)); left > 0 && !l.isRevoked() {
 		return l.holdOn(ctx, left)
 	}
 	return l.GiveBack(ctx)
 }
 
 // GiveBack revokes the lease at once, minimum hold or not, as Release does
-// once the minimum is over.
+// once the minimum is over. A revoked holder's release (a marker read
+// with the entry, or seen by a renewal) frees the lock all the same and
+// reports ErrLost.
 func (l *lease) GiveBack(ctx context.Context) error {
 	rctx, cancel := l.b.bounded(ctx)
 	defer cancel()
-	resp, err := l.b.cli.Get(rctx, l.e.name, clientv3.WithSerializable())
+	resp, err := l.b.cli.Txn(rctx).Then(
+		clientv3.OpGet(l.e.name, clientv3.WithSerializable()),
+		clientv3.OpGet(l.b.markerName(l.e.key, l.e.name), clientv3.WithSerializable(), clientv3.WithCountOnly()),
+	).Commit()
 	if err != nil {
 		return l.b.unavailable("releasing", l.e.key, err)
 	}
-	owned := len(resp.Kvs) == 1 && resp.Kvs[0].CreateRevision == l.e.rev
+	kv := firstKV(resp.Responses[0])
+	owned := kv != nil && kv.CreateRevision == l.e.rev
+	revoked := resp.Responses[1].GetResponseRange().Count > 0 || l.isRevoked()
 	if _, err := l.b.cli.Revoke(rctx, l.e.id); err != nil && !isLeaseGone(err) {
 		return l.b.unavailable("releasing", l.e.key, err)
 	} else if err != nil || !owned {
 		return l.b.lost(l.e.key, "released after the lease expired or was revoked")
 	}
+	if revoked {
+		return l.b.lost(l.e.key, "released after the holder was revoked")
+	}
 	return nil
+}
+
+func (l *lease) setRevoked() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.revoked = true
+}
+
+func (l *lease) isRevoked() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.revoked
 }
