@@ -25,7 +25,8 @@ func (b *Backend) checkpointKey(key string) string {
 // carries token, in one transaction that compares that entry's create
 // revision: an entry deleted meanwhile (an expired or revoked lease: the
 // only way a newer holder can be granted) stores nothing, and a new entry
-// under the same name would have a newer revision. A semaphore's holders
+// under the same name would have a newer revision; a revoked holder's
+// (one with a revocation marker) stores nothing either. A semaphore's holders
 // have no checkpoint: their tokens are refused.
 func (b *Backend) SetCheckpoint(ctx context.Context, key string, token backend.Token, value []byte) error {
 	if err := backend.ValidateCheckpoint(key, token, value); err != nil {
@@ -42,7 +43,8 @@ func (b *Backend) SetCheckpoint(ctx context.Context, key string, token backend.T
 	}
 	holder := head.Kvs[0]
 	resp, err := b.cli.Txn(rctx).
-		If(clientv3.Compare(clientv3.CreateRevision(string(holder.Key)), "=", holder.CreateRevision)).
+		If(clientv3.Compare(clientv3.CreateRevision(string(holder.Key)), "=", holder.CreateRevision),
+			clientv3.Compare(clientv3.CreateRevision(b.markerName(key, string(holder.Key))), "=", 0)).
 		Then(clientv3.OpPut(b.checkpointKey(key), token.String()+" "+string(value))).
 		Commit()
 	if err != nil {

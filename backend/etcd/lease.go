@@ -21,6 +21,11 @@ type lease struct {
 	// minHold keeps the entry the lock's holder until the grant (the
 	// entry's first start) plus minHold, even when released sooner.
 	minHold time.Duration
+
+	// revoked is set once a renewal found the entry's revocation marker
+	// (see revoke.go): a release then frees the lock at once and reports
+	// ErrLost.
+	revoked bool
 }
 
 func (b *Backend) newLease(e entry) *lease { return &lease{b: b, e: e, start: e.start} }
@@ -40,8 +45,9 @@ func (l *lease) Start() time.Time {
 	return l.start
 }
 
-// Renew sends one keep-alive, then checks that the entry is still ours: a
-// lease that is gone, or an entry deleted or replaced, is ErrLost.
+// Renew sends one keep-alive, then checks that the entry is still ours and
+// not revoked, in one read of the entry and its revocation marker: a lease
+// that is gone, an entry deleted or replaced, or a marker, is ErrLost.
 func (l *lease) Renew(ctx context.Context) error {
 	sent := time.Now()
 	if _, err := l.b.keepAlive(ctx, l.e.id); err != nil {
@@ -52,12 +58,19 @@ func (l *lease) Renew(ctx context.Context) error {
 	}
 	rctx, cancel := l.b.bounded(ctx)
 	defer cancel()
-	resp, err := l.b.cli.Get(rctx, l.e.name)
+	resp, err := l.b.cli.Txn(rctx).Then(
+		clientv3.OpGet(l.e.name),
+		clientv3.OpGet(l.b.markerName(l.e.key, l.e.name), clientv3.WithCountOnly()),
+	).Commit()
 	if err != nil {
 		return l.b.unavailable("checking the lock", l.e.key, err)
 	}
-	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != l.e.rev {
+	if kv := firstKV(resp.Responses[0]); kv == nil || kv.CreateRevision != l.e.rev {
 		return l.b.lost(l.e.key, "the holder's entry was deleted")
+	}
+	if resp.Responses[1].GetResponseRange().Count > 0 {
+		l.setRevoked()
+		return l.b.lost(l.e.key, "the holder was revoked")
 	}
 	l.mu.Lock()
 	l.start = sent
@@ -68,7 +81,7 @@ func (l *lease) Renew(ctx context.Context) error {
 // Release frees the lock: see GiveBack. Within a minimum hold, the entry
 // stays the holder's until the hold ends instead (see holdOn).
 func (l *lease) Release(ctx context.Context) error {
-	if left := time.Until(l.e.start.Add(l.minHold)); left > 0 {
+	if left := time.Until(l.e.start.Add(l.minHold)); left > 0 && !l.isRevoked() {
 		return l.holdOn(ctx, left)
 	}
 	return l.GiveBack(ctx)
@@ -78,22 +91,40 @@ func (l *lease) Release(ctx context.Context) error {
 // is the write that wakes the next in line: one transaction deletes the
 // entry only while it is still ours (the same create revision), so the
 // hand-off waits for one round trip and one WAL write, and that write's
-// outcome tells whether the lease was lost. The lease is revoked after it,
-// with nothing of the lock left under it; a lease that is gone already
-// has lost the lock too. If the revoke fails the lease expires by itself
-// within its TTL, holding nothing.
+// outcome tells whether the lease was lost; the same transaction reads the
+// revocation marker, so a revoked holder's release frees the lock all the
+// same and reports ErrLost. The lease is revoked after it, taking the
+// marker with it; a lease that is gone already has lost the lock too. If
+// the revoke fails the lease expires by itself within its TTL, holding
+// nothing.
 func (l *lease) GiveBack(ctx context.Context) error {
 	rctx, cancel := l.b.bounded(ctx)
 	defer cancel()
 	resp, err := l.b.cli.Txn(rctx).
 		If(clientv3.Compare(clientv3.CreateRevision(l.e.name), "=", l.e.rev)).
-		Then(clientv3.OpDelete(l.e.name)).
+		Then(clientv3.OpDelete(l.e.name), clientv3.OpGet(l.b.markerName(l.e.key, l.e.name), clientv3.WithCountOnly())).
 		Commit()
 	if err != nil {
 		return l.b.unavailable("releasing", l.e.key, err)
 	}
+	revoked := l.isRevoked() || resp.Succeeded && resp.Responses[1].GetResponseRange().Count > 0
 	if _, err := l.b.cli.Revoke(rctx, l.e.id); !resp.Succeeded || isLeaseGone(err) {
 		return l.b.lost(l.e.key, "released after the lease expired or was revoked")
 	}
+	if revoked {
+		return l.b.lost(l.e.key, "released after the holder was revoked")
+	}
 	return nil
+}
+
+func (l *lease) setRevoked() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.revoked = true
+}
+
+func (l *lease) isRevoked() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.revoked
 }

@@ -14,7 +14,8 @@ import (
 // whole seconds, which nobody renews; then the old lease is revoked. The
 // entry stays the lock's holder until etcd expires the new lease, and the
 // next in line wakes on that deletion. A lease whose entry is gone reports
-// ErrLost.
+// ErrLost. A revoked holder has no minimum hold: the move is refused when
+// the entry has a revocation marker, and the lease is given back at once.
 func (l *lease) holdOn(ctx context.Context, left time.Duration) error {
 	rctx, cancel := l.b.bounded(ctx)
 	defer cancel()
@@ -23,14 +24,22 @@ func (l *lease) holdOn(ctx context.Context, left time.Duration) error {
 		return l.b.unavailable("releasing into the minimum hold", l.e.key, err)
 	}
 	resp, err := l.b.cli.Txn(rctx).
-		If(clientv3.Compare(clientv3.CreateRevision(l.e.name), "=", l.e.rev)).
+		If(clientv3.Compare(clientv3.CreateRevision(l.e.name), "=", l.e.rev),
+			clientv3.Compare(clientv3.CreateRevision(l.b.markerName(l.e.key, l.e.name)), "=", 0)).
 		Then(clientv3.OpPut(l.e.name, "", clientv3.WithIgnoreValue(), clientv3.WithLease(hold.ID))).
+		Else(clientv3.OpGet(l.e.name, clientv3.WithKeysOnly())).
 		Commit()
 	if err != nil || !resp.Succeeded {
 		l.b.revoke(ctx, hold.ID)
 	}
 	if err != nil {
 		return l.b.unavailable("releasing into the minimum hold", l.e.key, err)
+	}
+	if !resp.Succeeded {
+		if kv := firstKV(resp.Responses[0]); kv != nil && kv.CreateRevision == l.e.rev {
+			l.setRevoked() // the entry is ours, so the marker failed the move
+			return l.GiveBack(ctx)
+		}
 	}
 	l.b.revoke(ctx, l.e.id) // the entry no longer goes with it
 	if !resp.Succeeded {

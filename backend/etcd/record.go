@@ -71,8 +71,8 @@ func (b *Backend) addLeaseTime(ctx context.Context, st *backend.Status, id clien
 }
 
 // List reports the held locks whose key starts with prefix, sorted by key:
-// one read of every entry under the prefix, then the holders' leases (a
-// semaphore's limit oldest entries).
+// one read of every entry and revocation marker under the prefix, then the
+// holders' leases (a semaphore's limit oldest entries).
 func (b *Backend) List(ctx context.Context, prefix string) ([]backend.Status, error) {
 	if prefix != "" {
 		if err := backend.ValidateKey(prefix); err != nil {
@@ -81,12 +81,20 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]backend.Status, er
 	}
 	rctx, cancel := b.bounded(ctx)
 	defer cancel()
-	resp, err := b.cli.Get(rctx, b.cfg.Prefix+prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+	resp, err := b.cli.Txn(rctx).Then(
+		clientv3.OpGet(b.cfg.Prefix+prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)),
+		clientv3.OpGet(b.markersRoot()+prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+	).Commit()
 	if err != nil {
 		return nil, b.failed(ctx, "listing locks", prefix, err)
 	}
+	revoked := map[string]bool{} // names of revoked entries, of every key
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		key, rest, _ := strings.Cut(strings.TrimPrefix(string(kv.Key), b.markersRoot()), "/")
+		revoked[b.queuePrefix(key)+rest] = true
+	}
 	queues := map[string][]*mvccpb.KeyValue{} // lock key → its entries
-	for _, kv := range resp.Kvs {
+	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
 		key, _, isEntry := strings.Cut(strings.TrimPrefix(string(kv.Key), b.cfg.Prefix), "/")
 		if !isEntry || backend.ValidateKey(key) != nil {
 			continue // a token counter, or not lockrun's
@@ -95,24 +103,26 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]backend.Status, er
 	}
 	var held []backend.Status
 	for key, kvs := range queues {
-		held = append(held, b.queueStatus(rctx, key, kvs))
+		held = append(held, b.queueStatus(rctx, key, kvs, revoked))
 	}
 	slices.SortFunc(held, func(a, b backend.Status) int { return strings.Compare(a.Key, b.Key) })
 	return held, nil
 }
 
 // queueStatus describes key, whose queue holds the entries kvs, with the
-// holders' lease times.
-func (b *Backend) queueStatus(ctx context.Context, key string, kvs []*mvccpb.KeyValue) backend.Status {
+// holders' lease times; the entries named in revoked were revoked.
+func (b *Backend) queueStatus(ctx context.Context, key string, kvs []*mvccpb.KeyValue, revoked map[string]bool) backend.Status {
 	slices.SortFunc(kvs, func(x, y *mvccpb.KeyValue) int { return cmp.Compare(x.CreateRevision, y.CreateRevision) })
 	limit := b.entryLimit(key, string(kvs[0].Key))
 	if limit == 1 {
 		st := b.status(key, kvs[0])
+		withRevoked(&st, kvs[:1], revoked)
 		b.addLeaseTime(ctx, &st, clientv3.LeaseID(kvs[0].Lease))
 		return st
 	}
 	holders := kvs[:min(limit, len(kvs))]
 	st := b.semStatus(key, limit, holders)
+	withRevoked(&st, holders, revoked)
 	b.withLeaseTimes(ctx, &st, holders)
 	return st
 }

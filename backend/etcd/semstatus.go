@@ -25,13 +25,15 @@ func (b *Backend) holdersAt(ctx context.Context, key string, limit int, rev int6
 	return resp.Kvs, nil
 }
 
-// inspectSem describes key, a semaphore of limit, as of revision rev.
-func (b *Backend) inspectSem(ctx context.Context, key string, limit int, rev int64) (backend.Status, error) {
+// inspectSem describes key, a semaphore of limit, as of revision rev, at
+// which the entries named in revoked were revoked.
+func (b *Backend) inspectSem(ctx context.Context, key string, limit int, rev int64, revoked map[string]bool) (backend.Status, error) {
 	holders, err := b.holdersAt(ctx, key, limit, rev)
 	if err != nil || len(holders) == 0 {
 		return backend.Status{Key: key}, err
 	}
 	st := b.semStatus(key, limit, holders)
+	withRevoked(&st, holders, revoked)
 	rctx, cancel := b.bounded(ctx)
 	defer cancel()
 	b.withLeaseTimes(rctx, &st, holders)

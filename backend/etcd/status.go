@@ -8,8 +8,8 @@ import (
 	"github.com/lockrun/lockrun/backend"
 )
 
-// Inspect reads the oldest entry and the token counter in one
-// transaction, then the holder's lease time left; for a semaphore, its
+// Inspect reads the oldest entry, the token counter and the key's
+// revocation markers in one transaction, then the holder's lease time left; for a semaphore, its
 // holders (the limit oldest entries, read at the same revision) and their
 // leases' time left. A free key reports the last token issued for it (0
 // when never taken).
@@ -22,6 +22,7 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.Status, erro
 	resp, err := b.cli.Txn(rctx).Then(
 		clientv3.OpGet(b.queuePrefix(key), clientv3.WithFirstCreate()...),
 		clientv3.OpGet(b.counterKey(key)),
+		clientv3.OpGet(b.revokedPrefix(key), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
 	).Commit()
 	if err != nil {
 		return backend.Status{Key: key}, b.failed(ctx, "reading the lock", key, err)
@@ -38,10 +39,12 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.Status, erro
 		}
 		return st, nil
 	}
+	revoked := b.revokedNames(key, resp.Responses[2].GetResponseRange().Kvs)
 	if limit := b.entryLimit(key, string(holder[0].Key)); limit > 1 {
-		return b.inspectSem(ctx, key, limit, resp.Header.Revision)
+		return b.inspectSem(ctx, key, limit, resp.Header.Revision, revoked)
 	}
 	st := b.status(key, holder[0])
+	withRevoked(&st, holder, revoked)
 	b.addLeaseTime(rctx, &st, clientv3.LeaseID(holder[0].Lease))
 	return st, nil
 }
