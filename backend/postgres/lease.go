@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -60,13 +61,29 @@ func (l *lease) Release(ctx context.Context) error {
 func (l *lease) GiveBack(ctx context.Context) error { return l.release(ctx, 0) }
 
 // release runs sql/release.sql (a semaphore's: sql/sem_release.sql) with
-// a minimum hold of hold (0: none).
+// a minimum hold of hold (0: none). A revoked lease is freed all the same,
+// at once, and reported lost: its holder did not end on its own terms.
 func (l *lease) release(ctx context.Context, hold time.Duration) error {
 	sql := l.b.sql.release
 	if l.semaphore {
 		sql = l.b.sql.semRelease
 	}
-	return l.owned(ctx, "releasing", sql, l.key, l.runID, l.token, channel(l.b.table, l.key), hold.Microseconds())
+	var found, revoked bool
+	err := l.b.session(ctx, func(ctx context.Context, c *pgx.Conn) error {
+		var notified string
+		err := c.QueryRow(ctx, sql, l.key, l.runID, l.token, channel(l.b.table, l.key), hold.Microseconds()).
+			Scan(&revoked, &notified)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		found = err == nil
+		return err
+	})
+	if err == nil && revoked {
+		return fmt.Errorf("%w: lock %q: run %s (token %s) was revoked (lockrun release); its hold is now freed",
+			backend.ErrLost, l.key, l.runID, l.token)
+	}
+	return l.outcome("releasing", err, found)
 }
 
 // owned runs an owner-checked statement: no row touched, or no table at
@@ -78,13 +95,19 @@ func (l *lease) owned(ctx context.Context, what, sql string, args ...any) error 
 		rows = tag.RowsAffected()
 		return err
 	})
+	return l.outcome(what, err, rows > 0)
+}
+
+// outcome is the error of an owner-checked statement that ended with err
+// and found the lease (or not).
+func (l *lease) outcome(what string, err error, found bool) error {
 	switch {
 	case isMissingTable(err):
 		return fmt.Errorf("%w: lock %q: table %s was dropped", backend.ErrLost, l.key, l.b.Table())
 	case err != nil:
 		return l.b.fail(fmt.Sprintf("%s lock %q", what, l.key), err)
-	case rows == 0:
-		return fmt.Errorf("%w: lock %q: run %s (token %s) no longer holds it: released, broken or expired on the server",
+	case !found:
+		return fmt.Errorf("%w: lock %q: run %s (token %s) no longer holds it: released, broken, revoked or expired on the server",
 			backend.ErrLost, l.key, l.runID, l.token)
 	}
 	return nil

@@ -143,6 +143,7 @@ func (b *Backend) tryAcquire(ctx context.Context, c *pgx.Conn, key string, o bac
 		case left > 0 && limit > 1: // a semaphore's row
 			return nil, &backend.LimitError{Key: key, Want: 1, Have: limit}
 		case left > 0 && st.RunID != o.RunID:
+			st.RunID, st.Revoked = cutRevoked(st.RunID)
 			st.TTL = time.Duration(left) * time.Microsecond
 			return nil, &backend.HeldError{Status: st}
 		}

@@ -42,6 +42,7 @@ func (r *record) fill(st *backend.Status) {
 		*st = decodeSemaphore(r.info).status(st.Key, st.Token, r.now)
 		return
 	}
+	st.RunID, st.Revoked = cutRevoked(st.RunID)
 	st.TTL = time.Duration(r.left) * time.Microsecond
 	if r.granted != nil {
 		st.Since = *r.granted

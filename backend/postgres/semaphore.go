@@ -57,8 +57,9 @@ func (s semState) status(key string, last backend.Token, now int64) backend.Stat
 }
 
 func (e semEntry) status(key string, now int64) backend.Status {
+	run, revoked := cutRevoked(e.Run)
 	return backend.Status{
-		Key: key, Held: true, Holder: e.Holder, RunID: e.Run, Token: e.Token,
+		Key: key, Held: true, Holder: e.Holder, RunID: run, Token: e.Token, Revoked: revoked,
 		TTL:   time.Duration(e.Exp-now) * time.Microsecond,
 		Since: time.UnixMicro(e.Granted), Renewed: time.UnixMicro(e.Renewed),
 		Info: e.Info,

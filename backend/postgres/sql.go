@@ -37,6 +37,8 @@ var (
 	semReleaseSQL string
 	//go:embed sql/release_holder.sql
 	releaseHolderSQL string
+	//go:embed sql/revoke.sql
+	revokeSQL string
 )
 
 // statements are the backend's SQL with the lease table's quoted name
@@ -47,6 +49,7 @@ type statements struct {
 	upgrade, list                                          string
 	// A semaphore's statements; see sql/sem_acquire.sql.
 	semAcquire, semRenew, semRelease, releaseHolder string
+	revoke                                          string // see sql/revoke.sql
 }
 
 func newStatements(table pgx.Identifier) statements {
@@ -65,6 +68,7 @@ func newStatements(table pgx.Identifier) statements {
 		semRenew:      fill(semRenewSQL),
 		semRelease:    fill(semReleaseSQL),
 		releaseHolder: fill(releaseHolderSQL),
+		revoke:        fill(revokeSQL),
 	}
 }
 
