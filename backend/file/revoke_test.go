@@ -103,6 +103,9 @@ func TestRevokedHolderKeepsItUntilItsCommandDies(t *testing.T) {
 			if !st.HoldsToken(backend.Token(token)) || !st.Revoked {
 				t.Errorf("Inspect while the revoked holder's command runs = %+v; want it held, revoked", st)
 			}
+			if all, err := b.List(t.Context(), ""); err != nil || len(all) != 1 || !all[0].Revoked {
+				t.Errorf("List while the revoked holder's command runs = %+v, %v; want it, revoked", all, err)
+			}
 			if err := b.Revoke(t.Context(), "k", backend.Token(token)); err != nil {
 				t.Errorf("a second Revoke of a holder still stopping = %v, want nil", err)
 			}
