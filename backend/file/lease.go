@@ -134,7 +134,7 @@ func (l *lease) GiveBack(ctx context.Context) error {
 	defer l.mu.Unlock()
 	err := l.check()
 	if err == nil && l.rec.HoldUntil > 0 {
-		if werr := writeRevoked(l.f, l.rec.RunID); werr != nil {
+		if werr := writeRevoked(l.f, revocation{RunID: l.rec.RunID}); werr != nil {
 			err = fmt.Errorf("%w: giving back %s: %w", backend.ErrUnavailable, l.path, werr)
 		}
 	}

@@ -194,24 +194,33 @@ func syncData(f *os.File) error {
 	return nil
 }
 
+// revocation names the run revoked. Kept says that Revoke wrote it, not
+// ForceRelease or ReleaseHolder: a semaphore holder so revoked is still
+// shown among the holders, Revoked, while it holds its slot's flock. An
+// older lockrun reads the run id alone, and is revoked as by ForceRelease.
 type revocation struct {
 	RunID string `json:"revoked_run_id"`
+	Kept  bool   `json:"kept_until_released,omitempty"`
 }
 
-func readRevoked(f *os.File) string {
+// readRevoked is the run id of f's revocation record; "" when it has none
+// (a file written before any revocation, or by an older lockrun).
+func readRevoked(f *os.File) string { return readRevocation(f).RunID }
+
+func readRevocation(f *os.File) revocation {
 	buf := make([]byte, slotSize)
 	if _, err := f.ReadAt(buf, revokedSlot*slotSize); err != nil && !errors.Is(err, io.EOF) {
-		return ""
+		return revocation{}
 	}
 	var r revocation
 	if decodeSlot(buf, &r) != nil {
-		return ""
+		return revocation{}
 	}
-	return r.RunID
+	return r
 }
 
-func writeRevoked(f *os.File, runID string) error {
-	b, err := encodeSlot(revocation{RunID: runID})
+func writeRevoked(f *os.File, r revocation) error {
+	b, err := encodeSlot(r)
 	if err != nil {
 		return err
 	}

@@ -71,6 +71,11 @@ func (b *Backend) semaphoreOver(key string, n int) error {
 // that holder ends. It returns an error wrapping ErrLost when no holder of
 // key has that token.
 func (b *Backend) ReleaseHolder(ctx context.Context, key string, token backend.Token) error {
+	return b.revokeToken(ctx, key, token, false)
+}
+
+// revokeToken is ReleaseHolder, and with kept Revoke of one holder.
+func (b *Backend) revokeToken(ctx context.Context, key string, token backend.Token, kept bool) error {
 	if err := backend.ValidateKey(key); err != nil {
 		return err
 	}
@@ -87,7 +92,7 @@ func (b *Backend) ReleaseHolder(ctx context.Context, key string, token backend.T
 		return fmt.Errorf("%w: %s: %w", backend.ErrUnavailable, f.Name(), err)
 	}
 	if r.Limit > 1 {
-		return b.revokeHolders(ctx, key, f, r.Limit, &token)
+		return b.revokeHolders(ctx, key, f, r.Limit, &token, kept)
 	}
 	st, err := b.status(key, f)
 	switch {
@@ -96,7 +101,7 @@ func (b *Backend) ReleaseHolder(ctx context.Context, key string, token backend.T
 	case !st.Held || st.RunID == "" || st.Token != token:
 		return notHolder(key, token)
 	}
-	if err := writeRevoked(f, st.RunID); err != nil {
+	if err := writeRevoked(f, revocation{RunID: st.RunID, Kept: kept}); err != nil {
 		return fmt.Errorf("%w: revoking %s: %w", backend.ErrUnavailable, f.Name(), err)
 	}
 	return nil
@@ -107,9 +112,11 @@ func notHolder(key string, token backend.Token) error {
 }
 
 // revokeHolders revokes the run of every live holder of key's semaphore of
-// limit n, or of the one with token when it is not nil, in its slot file.
-// It holds the semaphore's mutex, so that no grant is half written.
-func (b *Backend) revokeHolders(ctx context.Context, key string, kf *os.File, n int, token *backend.Token) error {
+// limit n, or of the one with token when it is not nil, in its slot file;
+// a holder revoked already by Revoke that still holds its slot counts as
+// found. kept marks the revocations as Revoke's (see revocation). It holds
+// the semaphore's mutex, so that no grant is half written.
+func (b *Backend) revokeHolders(ctx context.Context, key string, kf *os.File, n int, token *backend.Token, kept bool) error {
 	if err := lockMutex(ctx, kf); err != nil {
 		return err
 	}
@@ -120,11 +127,14 @@ func (b *Backend) revokeHolders(ctx context.Context, key string, kf *os.File, n 
 	}
 	found := false
 	for _, s := range slots {
-		if !s.live || token != nil && s.rec.Token != *token {
+		if !s.live && !s.revoked || token != nil && s.rec.Token != *token {
 			continue
 		}
 		found = true
-		if err := b.revokeSlot(key, s); err != nil {
+		if s.revoked {
+			continue // revoked already, and still stopping
+		}
+		if err := b.revokeSlot(key, s, kept); err != nil {
 			return err
 		}
 	}
@@ -134,13 +144,13 @@ func (b *Backend) revokeHolders(ctx context.Context, key string, kf *os.File, n 
 	return nil
 }
 
-func (b *Backend) revokeSlot(key string, s slotState) error {
+func (b *Backend) revokeSlot(key string, s slotState, kept bool) error {
 	f, err := b.openPath(b.slotPath(key, s.i), false, false)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if err := writeRevoked(f, s.rec.RunID); err != nil {
+	if err := writeRevoked(f, revocation{RunID: s.rec.RunID, Kept: kept}); err != nil {
 		return fmt.Errorf("%w: revoking %s: %w", backend.ErrUnavailable, f.Name(), err)
 	}
 	return nil

@@ -32,8 +32,9 @@ type slotState struct {
 	flocked bool // someone holds its flock: taken, whatever the record says
 	rec     record
 	live    bool           // a holder that counts: flocked or within its min-hold, not revoked
+	revoked bool           // a holder revoked by Revoke that still holds the flock: shown, not live
 	hold    time.Duration  // min-hold left when only that keeps the slot taken
-	status  backend.Status // the holder, when live
+	status  backend.Status // the holder, when live or revoked
 }
 
 // taken reports whether a new holder cannot have the slot: someone holds
@@ -108,10 +109,15 @@ func (b *Backend) readSlot(key string, i int, flocked func(*os.File) (bool, erro
 		return s, fmt.Errorf("%w: %s: %w", backend.ErrUnavailable, f.Name(), err)
 	}
 	s.rec = rec
-	if rec.RunID == "" || readRevoked(f) == rec.RunID {
+	if rec.RunID == "" {
 		return s, nil
 	}
+	rev := readRevocation(f)
+	revoked := rev.RunID == rec.RunID
 	switch hold := rec.held(time.Now()); {
+	case s.flocked && revoked && rev.Kept:
+		s.revoked, s.status = true, holdStatus(key, rec, 0, f)
+	case revoked:
 	case s.flocked:
 		s.live, s.status = true, holdStatus(key, rec, 0, f)
 	case hold > 0:
@@ -131,11 +137,12 @@ func (b *Backend) semStatus(key string, f *os.File, r record) (backend.Status, e
 }
 
 // holdersStatus is the status of a semaphore of limit r.Limit whose
-// slots are slots; r is the key's own record, the last grant.
+// slots are slots; r is the key's own record, the last grant. Revoked
+// holders that still hold their slots are among its holders.
 func holdersStatus(key string, r record, slots []slotState) backend.Status {
 	var hs []backend.Status
 	for _, s := range slots {
-		if s.live {
+		if s.live || s.revoked {
 			hs = append(hs, s.status)
 		}
 	}

@@ -62,9 +62,12 @@ func foreign(pid int) string {
 }
 
 // holdStatus describes r's holder; ttl is the min-hold left, if any. The
-// last renewal is the file's mtime, which Renew sets.
+// last renewal is the file's mtime, which Renew sets. A holder whose run
+// f's revocation record names is Revoked: it still holds the flock (a
+// revoked min-hold keeps nothing), and lets go when its command is dead.
 func holdStatus(key string, r record, ttl time.Duration, f *os.File) backend.Status {
 	st := backend.Status{Key: key, Held: true, Holder: r.Holder, RunID: r.RunID, Token: r.Token, TTL: ttl}
+	st.Revoked = r.RunID != "" && readRevoked(f) == r.RunID
 	if r.Since > 0 {
 		st.Since = time.UnixMilli(r.Since)
 		st.Renewed = st.Since
@@ -85,6 +88,11 @@ func holdStatus(key string, r record, ttl time.Duration, f *os.File) backend.Sta
 // not lockrun cannot be broken, and is reported as ErrHeld. On a semaphore
 // it revokes every holder (see revokeHolders).
 func (b *Backend) ForceRelease(ctx context.Context, key string) error {
+	return b.revokeAll(ctx, key, false)
+}
+
+// revokeAll is ForceRelease, and with kept Revoke of every holder.
+func (b *Backend) revokeAll(ctx context.Context, key string, kept bool) error {
 	if err := backend.ValidateKey(key); err != nil {
 		return err
 	}
@@ -97,7 +105,7 @@ func (b *Backend) ForceRelease(ctx context.Context, key string) error {
 	}
 	defer f.Close()
 	if r, _, err := readState(f); err == nil && r.Limit > 1 {
-		return b.revokeHolders(ctx, key, f, r.Limit, nil)
+		return b.revokeHolders(ctx, key, f, r.Limit, nil, kept)
 	}
 	// Read without the flock, the holder's record can be the previous
 	// run's when a grant is being written meanwhile: revoke until the
@@ -116,7 +124,7 @@ func (b *Backend) ForceRelease(ctx context.Context, key string) error {
 		case st.RunID == "":
 			return fmt.Errorf("%w; release cannot break it: stop that process", &backend.HeldError{Status: st})
 		}
-		if err := writeRevoked(f, st.RunID); err != nil {
+		if err := writeRevoked(f, revocation{RunID: st.RunID, Kept: kept}); err != nil {
 			return fmt.Errorf("%w: revoking %s: %w", backend.ErrUnavailable, f.Name(), err)
 		}
 		revoked = st.RunID
