@@ -37,7 +37,7 @@ func (b *Backend) Revoke(ctx context.Context, key string, token backend.Token) e
 		return b.failed(ctx, "connecting", key, err)
 	}
 	for try := range revokeTries {
-		found, err := b.revokeOnce(ctx, s, key, token)
+		found, err := b.revokeOnce(ctx, s, key, token, try >= revokeTries/2)
 		switch {
 		case errors.Is(err, errAgain):
 			// A renewal between the read and the write: renewals are a
@@ -75,8 +75,9 @@ func pause(ctx context.Context, d time.Duration) error {
 }
 
 // revokeOnce is one try of Revoke: found is false when token is not 0 and
-// no holder has it; errAgain when the key changed since it was read.
-func (b *Backend) revokeOnce(ctx context.Context, s *session, key string, token backend.Token) (bool, error) {
+// no holder has it; errAgain when the key changed since it was read. With
+// blind, the marks are written at any version (see revokeNodes).
+func (b *Backend) revokeOnce(ctx context.Context, s *session, key string, token backend.Token, blind bool) (bool, error) {
 	kids, err := contenders(ctx, b, s, key)
 	if err != nil {
 		return false, err
@@ -86,7 +87,7 @@ func (b *Backend) revokeOnce(ctx context.Context, s *session, key string, token 
 		return false, err
 	}
 	now := time.Now()
-	ops, found, err := b.revokeNodes(ctx, s, key, slots(kids, rec, now), token)
+	ops, found, err := b.revokeNodes(ctx, s, key, slots(kids, rec, now), token, blind)
 	if err != nil {
 		return false, err
 	}
@@ -107,8 +108,13 @@ func (b *Backend) revokeOnce(ctx context.Context, s *session, key string, token 
 
 // revokeNodes reads the holder nodes and returns the writes that mark
 // those of token (all for 0) revoked, each at the version read. found
-// tells whether a holder has token, already revoked or not.
-func (b *Backend) revokeNodes(ctx context.Context, s *session, key string, nodes []string, token backend.Token) (ops []any, found bool, err error) {
+// tells whether a holder has token, already revoked or not. With blind
+// (a holder renewing faster than Revoke reads and writes), the write is
+// at any version: the token is written into a node once, at its grant,
+// and sequential names are not reused, so the node is still the one read
+// (a vanished one fails the write); only the renewal time a renewal wrote
+// meanwhile is lost, and that renewal's lease is the one revoked.
+func (b *Backend) revokeNodes(ctx context.Context, s *session, key string, nodes []string, token backend.Token, blind bool) (ops []any, found bool, err error) {
 	type got struct {
 		data []byte
 		stat *zk.Stat
@@ -134,7 +140,11 @@ func (b *Backend) revokeNodes(ctx context.Context, s *session, key string, nodes
 		found = true
 		if !c.Revoked {
 			c.Revoked = true
-			ops = append(ops, &zk.SetDataRequest{Path: p, Data: encode(c), Version: g.stat.Version})
+			ver := g.stat.Version
+			if blind {
+				ver = -1
+			}
+			ops = append(ops, &zk.SetDataRequest{Path: p, Data: encode(c), Version: ver})
 		}
 	}
 	return ops, found, nil

@@ -199,3 +199,15 @@ func TestRevokedLeaseNotRenewedDropsItsNode(t *testing.T) {
 		t.Errorf("Release of the kept lease: %v", err)
 	}
 }
+
+// TestOlderNodesReadAsNotRevoked: a node an older lockrun wrote has no
+// mark.
+func TestOlderNodesReadAsNotRevoked(t *testing.T) {
+	old := contenderStatus("k", "n", []byte(`{"holder":"h","run_id":"r","info":{},"token":7,"since_us":1}`))
+	if !old.Held || old.Token != 7 || old.Revoked {
+		t.Errorf("an older node reads as %+v, want held by token 7, not revoked", old)
+	}
+	if st := contenderStatus("k", "n", []byte(`{"run_id":"r","token":7,"revoked":true}`)); !st.Revoked {
+		t.Errorf("a revoked node reads as %+v", st)
+	}
+}
