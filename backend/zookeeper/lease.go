@@ -51,6 +51,9 @@ func (b *Backend) grant(ctx context.Context, s *session, key, p string, o backen
 	}
 	l := &lease{b: b, s: s, key: key, node: p, rec: c, czxid: res[0].Stat.Czxid, version: res[0].Stat.Version, minHold: o.MinHold, limit: o.EffectiveLimit()}
 	l.start = b.startOf(sent)
+	l.mu.Lock() // pastDeadline reads l.deadline under l.mu
+	l.deadline = time.AfterFunc(l.TTL(), l.pastDeadline)
+	l.mu.Unlock()
 	return l, nil
 }
 
@@ -74,6 +77,8 @@ type lease struct {
 	rec     contender // the node's data
 	version int32     // the node's data version, as last written by us
 	start   time.Time
+	// deadline fires at start plus the TTL: see pastDeadline.
+	deadline *time.Timer
 }
 
 // Token is the token written at the grant.
@@ -108,8 +113,11 @@ func (l *lease) Renew(ctx context.Context) error {
 		return l.s.conn.Set(l.node, encode(rec), l.version)
 	})
 	switch {
-	case errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion):
+	case errors.Is(err, zk.ErrNoNode):
 		return l.b.lost(l.key, "the holder's node was deleted")
+	case errors.Is(err, zk.ErrBadVersion):
+		// Only this lease writes its node, but for Revoke's mark.
+		return l.b.lost(l.key, "the holder was revoked (`lockrun release`)")
 	case errors.Is(err, zk.ErrSessionExpired) || l.s.lost():
 		return l.b.lost(l.key, "the ZooKeeper session expired")
 	case err != nil:
@@ -118,6 +126,7 @@ func (l *lease) Renew(ctx context.Context) error {
 		return l.b.lost(l.key, "the holder's node was replaced")
 	}
 	l.rec, l.version, l.start = rec, stat.Version, l.b.startOf(sent)
+	l.deadline.Reset(time.Until(l.start.Add(l.TTL())))
 	return nil
 }
 
@@ -135,8 +144,11 @@ func (l *lease) GiveBack(ctx context.Context) error { return l.release(ctx, 0) }
 
 // release deletes the holder's node and, while hold after the grant has
 // not passed, writes that hold into the key's record in the same multi.
+// A node changed since our last write was revoked: releaseRevoked frees
+// it without the hold.
 func (l *lease) release(ctx context.Context, hold time.Duration) error {
 	defer l.b.untrack(l.s)
+	l.deadline.Stop()
 	if l.s.lost() {
 		return l.b.lost(l.key, "released after the ZooKeeper session expired")
 	}
@@ -152,7 +164,9 @@ func (l *lease) release(ctx context.Context, hold time.Duration) error {
 	}
 	_, err := call(ctx, l.b.cfg.RequestTimeout, func() ([]zk.MultiResponse, error) { return l.s.conn.Multi(ops...) })
 	switch {
-	case errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion):
+	case errors.Is(err, zk.ErrBadVersion): // only the delete checks a version
+		return l.releaseRevoked(ctx)
+	case errors.Is(err, zk.ErrNoNode):
 		return l.b.lost(l.key, "released after the holder's node was deleted")
 	case errors.Is(err, zk.ErrSessionExpired) || err != nil && l.s.lost():
 		return l.b.lost(l.key, "released after the ZooKeeper session expired")

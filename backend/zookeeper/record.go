@@ -17,6 +17,9 @@ type contender struct {
 	Token   uint64             `json:"token,omitempty"`
 	Since   int64              `json:"since_us,omitempty"` // grant, µs since the epoch
 	Renewed int64              `json:"renewed_us,omitempty"`
+	// Revoked is set by Revoke (`lockrun release`): the holder is to stop;
+	// older lockruns neither write nor read it.
+	Revoked bool `json:"revoked,omitempty"`
 }
 
 // state is a key's record below R/.state: the last token issued, and while

@@ -193,6 +193,9 @@ func (l *lease) keepSlot(ctx context.Context, until time.Time) error {
 		if len(res) == 2 && res[0].Error == nil && errors.Is(res[1].Error, zk.ErrBadVersion) {
 			continue // another holder's grant or release: read again
 		}
+		if len(res) == 2 && errors.Is(res[0].Error, zk.ErrBadVersion) {
+			return l.releaseRevoked(ctx) // revoked: no hold
+		}
 		if err != nil {
 			return l.releaseFailed(ctx, err)
 		}

@@ -109,7 +109,7 @@ func contenderStatus(key, node string, data []byte) backend.Status {
 		return backend.Status{Key: key, Held: true, Holder: fmt.Sprintf("(%s)", node)}
 	}
 	return backend.Status{Key: key, Held: true, Holder: c.Holder, RunID: c.RunID, Token: backend.Token(c.Token),
-		Since: micros(c.Since), Renewed: micros(c.Renewed), Info: c.Info}
+		Since: micros(c.Since), Renewed: micros(c.Renewed), Info: c.Info, Revoked: c.Revoked}
 }
 
 // holdStatus describes key kept taken by the min-hold in st.

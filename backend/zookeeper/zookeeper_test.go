@@ -71,10 +71,19 @@ func mustURL(t testing.TB, raw string) *url.URL {
 
 func TestOperators(t *testing.T) {
 	srv := zktest.Start(t)
-	backendtest.RunOperators(t, backendtest.Operators{Harness: backendtest.Harness{
+	backendtest.RunOperators(t, operators(srv))
+}
+
+// operators are the operator suites' values for srv.
+func operators(srv *zktest.Server) backendtest.Operators {
+	return backendtest.Operators{Harness: backendtest.Harness{
 		Open: func(t *testing.T) backend.Backend { return openTest(t, zktest.URL(srv.Addr())) },
 		TTL:  time.Second,
-	}})
+	}}
+}
+
+func TestRevoke(t *testing.T) {
+	backendtest.RunRevoke(t, operators(zktest.Start(t)))
 }
 
 // TestSemaphores runs the semaphore suite with the operators' values, on
