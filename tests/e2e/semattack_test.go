@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockrun/lockrun/internal/backendtest"
 	"github.com/lockrun/lockrun/internal/lockruntest"
 )
 
@@ -79,7 +78,6 @@ func pidToken(t *testing.T, cmd *exec.Cmd, path string) (pid int, token string) 
 // server backend granted the waiter at once, with the broken holder's
 // command still alive: three commands of --limit 2 at once.
 func TestReleasedSlotWaitsForItsCommand(t *testing.T) {
-	backendtest.KnownBug(t, "a server backend grants a broken holder's slot before its command is dead")
 	lockruntest.Binary(t)
 	for _, srv := range everyBackend() {
 		for _, frozen := range []bool{false, true} {
