@@ -74,9 +74,10 @@ func pidToken(t *testing.T, cmd *exec.Cmd, path string) (pid int, token string) 
 // command ignores SIGTERM, so a live lockrun kills it at its next renewal
 // plus the kill grace; a frozen one (SIGSTOP: it cannot hear of the break)
 // leaves it to its watchdog, up to a TTL. On the file backend the slot's
-// flock, which the command holds, keeps the slot until it dies; every
-// server backend granted the waiter at once, with the broken holder's
-// command still alive: three commands of --limit 2 at once.
+// flock, which the command holds, keeps the slot until it dies. Before
+// release revoked (backend.Revoker), every server backend granted the
+// waiter at once, with the broken holder's command still alive: three
+// commands of --limit 2 at once.
 func TestReleasedSlotWaitsForItsCommand(t *testing.T) {
 	lockruntest.Binary(t)
 	for _, srv := range everyBackend() {
