@@ -2,23 +2,27 @@ package runner
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/lockrun/lockrun/backend"
 )
 
 // EnvControl names the unix socket on which a command asks its own lockrun
 // for its checkpoint and whether its token is still the holder's. The
-// socket is in a directory of its own, mode 0700, so only this user (and
-// root) can connect; the command needs no credentials of the backend.
+// socket is abstract ("@lockrun-..."): it leaves nothing in the file
+// system, not even when lockrun is SIGKILLed, and only this user (and
+// root) is answered, by the peer's credentials; the command needs no
+// credentials of the backend.
 const EnvControl = "LOCKRUN_CONTROL"
 
 // Control requests and their answers: one JSON line each way per
@@ -102,7 +106,6 @@ type control struct {
 	token backend.Token
 	limit int // the run's --limit: above 1, a semaphore, which keeps no checkpoints
 	store inspector
-	dir   string
 	ln    net.Listener
 	log   *slog.Logger
 
@@ -145,18 +148,12 @@ func newControl(job Job, log *slog.Logger) *control {
 	if !ok {
 		return nil
 	}
-	dir, err := os.MkdirTemp("", "lockrun-") // 0700
+	ln, err := net.Listen("unix", "@lockrun-"+rand.Text())
 	if err != nil {
 		log.Warn("no control socket for the command: checkpoints and fence checks will fail", "err", err)
 		return nil
 	}
-	ln, err := net.Listen("unix", filepath.Join(dir, "control"))
-	if err != nil {
-		os.RemoveAll(dir)
-		log.Warn("no control socket for the command: checkpoints and fence checks will fail", "err", err)
-		return nil
-	}
-	c := &control{key: job.Key, limit: job.Acquire.EffectiveLimit(), store: store, dir: dir, ln: ln, log: log, lost: make(chan struct{})}
+	c := &control{key: job.Key, limit: job.Acquire.EffectiveLimit(), store: store, ln: ln, log: log, lost: make(chan struct{})}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c
 }
@@ -205,15 +202,13 @@ func (c *control) stop() {
 	c.wg.Wait()
 }
 
-// close stops answering (see stop) and removes the socket's directory,
-// which the runner does after the release, off the hand-off path: a
-// stopped socket refuses connections already.
+// close stops answering (see stop); an abstract socket leaves nothing
+// else to remove.
 func (c *control) close() {
 	if c == nil {
 		return
 	}
 	c.stop()
-	os.RemoveAll(c.dir)
 }
 
 func (c *control) accept() {
@@ -222,8 +217,34 @@ func (c *control) accept() {
 		if err != nil {
 			return // closed
 		}
+		if !samePrincipal(conn) {
+			conn.Close() // another local user: an abstract socket has no file mode
+			continue
+		}
 		c.wg.Go(func() { c.handle(conn) })
 	}
+}
+
+// samePrincipal reports whether conn's peer runs as this process's user
+// or as root: who may connect to a 0700 directory's socket.
+func samePrincipal(conn net.Conn) bool {
+	uc, ok := conn.(*net.UnixConn)
+	if !ok {
+		return false
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var cred *unix.Ucred
+	var credErr error
+	err = raw.Control(func(fd uintptr) {
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	})
+	if err != nil || credErr != nil {
+		return false
+	}
+	return cred.Uid == 0 || int(cred.Uid) == os.Geteuid()
 }
 
 func (c *control) handle(conn net.Conn) {

@@ -38,57 +38,68 @@ func (l *probedLease) Release(ctx context.Context) error {
 	return l.Lease.Release(ctx)
 }
 
-// controlDirs lists the control sockets' directories under dir.
-func controlDirs(t *testing.T, dir string) []string {
+// abstractSockets lists the abstract unix sockets named "@lockrun-..."
+// that are bound on this machine (/proc/net/unix).
+func abstractSockets(t *testing.T) map[string]bool {
 	t.Helper()
-	found, err := filepath.Glob(filepath.Join(dir, "lockrun-*"))
+	b, err := os.ReadFile("/proc/net/unix")
 	if err != nil {
 		t.Fatal(err)
+	}
+	found := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 7 && strings.HasPrefix(f[len(f)-1], "@lockrun-") {
+			found[f[len(f)-1]] = true
+		}
 	}
 	return found
 }
 
-// The control socket stops answering before the release, and its
-// directory is removed only after it, off the hand-off path. A waiter
-// readies the socket while it waits, before the grant.
+// The control socket is abstract, so nothing is left in the file system
+// (a SIGKILLed lockrun used to leave its directory in /tmp). It stops
+// answering before the release, and is gone after the run. A waiter
+// readies it while it waits, before the grant.
 func TestControlSocketAroundTheGrantAndTheRelease(t *testing.T) {
 	for _, wait := range []bool{false, true} {
-		tmp := t.TempDir()
-		t.Setenv("TMPDIR", tmp)
 		path := filepath.Join(t.TempDir(), "control")
-		var atAcquire []string
-		var refused, kept bool
+		var atAcquire map[string]bool
+		var refused bool
 		p := &probe{Backend: memory.New()}
-		p.onAcquire = func() { atAcquire = controlDirs(t, tmp) }
+		p.onAcquire = func() { atAcquire = abstractSockets(t) }
 		p.onRelease = func() {
-			b, err := os.ReadFile(path)
-			sock := strings.TrimSpace(string(b))
-			if err != nil || sock == "" {
-				t.Errorf("the command's %s: %q, %v", EnvControl, b, err)
-				return
-			}
-			if c, err := net.Dial("unix", sock); err == nil {
+			if c, err := net.Dial("unix", controlName(t, path)); err == nil {
 				c.Close()
 			} else {
 				refused = true
 			}
-			_, err = os.Stat(filepath.Dir(sock))
-			kept = err == nil
 		}
 		job := testJob(t, p, "echo $"+EnvControl+" > "+path)
 		job.Acquire.Wait = wait
 		wantExit(t, Run(t.Context(), job), 0)
-		if wait != (len(atAcquire) == 1) {
-			t.Errorf("wait %v: control directories when the lock was asked for: %v", wait, atAcquire)
+		sock := controlName(t, path)
+		if !strings.HasPrefix(sock, "@lockrun-") {
+			t.Errorf("wait %v: the control socket %q is not abstract", wait, sock)
+		}
+		if wait != atAcquire[sock] {
+			t.Errorf("wait %v: the control socket bound when the lock was asked for: %v", wait, atAcquire[sock])
 		}
 		if !refused {
 			t.Errorf("wait %v: the control socket still answered at the release", wait)
 		}
-		if !kept {
-			t.Errorf("wait %v: the control directory was removed before the release", wait)
-		}
-		if left := controlDirs(t, tmp); len(left) != 0 {
-			t.Errorf("wait %v: control directories after the run: %v", wait, left)
+		if abstractSockets(t)[sock] {
+			t.Errorf("wait %v: the control socket %s is still bound after the run", wait, sock)
 		}
 	}
+}
+
+// controlName is the socket the command wrote to path.
+func controlName(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	sock := strings.TrimSpace(string(b))
+	if err != nil || sock == "" {
+		t.Fatalf("the command's %s: %q, %v", EnvControl, b, err)
+	}
+	return sock
 }

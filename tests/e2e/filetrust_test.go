@@ -504,3 +504,26 @@ func TestFileTrustGroupDirectorySharesLocks(t *testing.T) {
 		t.Errorf("C's run after A's job stopped: exit %d, %s", r.Code, r.Stderr)
 	}
 }
+
+// The command's control socket is abstract, so it has no file mode: a
+// lockrun answers only its own user (and root), by the peer's
+// credentials. B, who knows A's socket's name, gets no answer; A's
+// command does.
+func TestFileTrustControlSocketAnswersItsUserOnly(t *testing.T) {
+	a, b := newPerson(t), newPerson(t)
+	dir := scratch(t)
+	sock, ready := filepath.Join(dir, "sock"), filepath.Join(dir, "ready")
+	a.start(nil, ready, "run", key(t), "--", "sh", "-c",
+		"umask 022; echo $LOCKRUN_CONTROL > "+sock+"; lockrun_out=$("+userBinary(t)+" fence check 2>&1); echo \"$?\" > "+ready+"; sleep 30")
+	name, err := os.ReadFile(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if own, _ := os.ReadFile(ready); strings.TrimSpace(string(own)) != "0" {
+		t.Fatalf("A's own fence check exited %q, want 0", own)
+	}
+	r := b.run([]string{"LOCKRUN_CONTROL=" + strings.TrimSpace(string(name))}, "fence", "check")
+	if r.Code == 0 || r.Code == 76 {
+		t.Errorf("B's fence check on A's control socket: exit %d (%s); want it unanswered", r.Code, r.Stderr)
+	}
+}
