@@ -104,8 +104,8 @@ func Run(ctx context.Context, job Job) error {
 	// Only a command that did not start makes runCommand fail: its lease
 	// is given back, free at once whatever its minimum hold.
 	release(job, g.lease, endOf(err != nil, lost), log)
-	ctl.close()   // its directory goes after the lock, off the hand-off path
-	<-proc.reaped // and so do the watchdog and the cgroup
+	ctl.close()
+	<-proc.reaped // the watchdog and the cgroup go after the lock, off the hand-off path
 	return outcome(status, why, err, fmt.Sprintf("lock %q", job.Key))
 }
 
