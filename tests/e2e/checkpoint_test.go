@@ -90,15 +90,6 @@ func TestControlSocketIsPrivateAndGone(t *testing.T) {
 	}
 }
 
-func readFile(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 // A checkpoint may hold anything: piped, it is printed as stored; to a
 // terminal, escaped on one line, so it cannot drive the terminal.
 func TestCheckpointIsEscapedOnATerminal(t *testing.T) {
