@@ -47,7 +47,7 @@ func (b *Backend) Revoke(ctx context.Context, key string, token backend.Token) e
 			}
 			continue
 		case errors.Is(err, errForeign):
-			return fmt.Errorf("%w: %s: lock %q: %w: use `lockrun release --now`", backend.ErrHeld, b.addr, key, err)
+			return fmt.Errorf("%w: %s: lock %q: %w: use `lockrun release` without --revoke", backend.ErrHeld, b.addr, key, err)
 		case err != nil:
 			return b.failed(ctx, "revoking", key, err)
 		case !found:

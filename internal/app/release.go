@@ -22,10 +22,10 @@ func releaseCommand(st *state) *cli.Command {
 			"   lockrun release [flags] --all KEY                  (every holder)\n\n" +
 			"   The holder's next renewal fails: its lockrun stops the command (SIGTERM, then SIGKILL)\n" +
 			"   and exits 76. The fencing token is never lowered, so the next holder's is higher.\n" +
-			"   The lock stays taken until that command has stopped and its lockrun let go, or its\n" +
-			"   lease ends (at most a TTL after its last renewal): no waiter starts beside it. --now\n" +
-			"   frees it at once instead (a holder you know is dead, with a long TTL); a waiter may\n" +
-			"   then start while the broken command still runs.\n" +
+			"   The lock is free at once: a waiter may start while the broken command still runs\n" +
+			"   (until its lockrun's next renewal and kill grace; a TTL if that lockrun is frozen).\n" +
+			"   --revoke keeps it taken instead until that command has stopped and its lockrun let go,\n" +
+			"   or its lease ends: no waiter starts beside a live broken command.\n" +
 			"   A semaphore (run --limit N) with several holders needs --holder or --all.\n" +
 			"   On a terminal it shows what it will break and asks first, unless --yes.\n\n" +
 			"   Exit status: 0 the lock was broken, 1 it was free, or no holder is --holder (nothing to\n" +
@@ -36,7 +36,7 @@ func releaseCommand(st *state) *cli.Command {
 			&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "do not ask, even on a terminal"},
 			&cli.StringFlag{Name: "holder", Usage: "break only the holder with this run id or fencing token (see status)"},
 			&cli.BoolFlag{Name: "all", Usage: "break every holder of the key"},
-			&cli.BoolFlag{Name: "now", Usage: "free the lock at once, not when the broken command has stopped"}),
+			&cli.BoolFlag{Name: "revoke", Usage: "keep the lock taken until the broken command has stopped, not free it at once"}),
 		Action: st.release,
 	}
 }
@@ -47,7 +47,7 @@ type breaking struct {
 	key     string
 	holders []backend.Status
 	all     bool
-	revoke  bool // keep the lock until the broken commands stopped (backend.Revoker)
+	revoke  bool // --revoke: keep the lock until the broken commands stopped (backend.Revoker)
 }
 
 func (st *state) release(c *cli.Context) error {
@@ -68,7 +68,7 @@ func (st *state) release(c *cli.Context) error {
 			return err
 		}
 		_, canRevoke := b.(backend.Revoker)
-		br.revoke = canRevoke && !c.Bool("now")
+		br.revoke = canRevoke && c.Bool("revoke")
 		if !c.Bool("yes") && isTerminal(st.stdin) && isTerminal(st.stderr) {
 			if br, err = st.confirm(c, b, br); err != nil {
 				return err
@@ -85,7 +85,7 @@ func (st *state) release(c *cli.Context) error {
 					key, heldBy(h, now), backend.Escape(h.RunID), h.TTL.Round(time.Millisecond))
 				continue
 			}
-			st.say("%s: released the lock of %s (run %s) at once; a lockrun still running it stops the command and exits 76\n",
+			st.say("%s: released the lock of %s (run %s); a lockrun still running it stops the command and exits 76\n",
 				key, heldBy(h, now), backend.Escape(h.RunID))
 		}
 		return nil
@@ -128,9 +128,9 @@ func holderList(holders []backend.Status) string {
 	return strings.Join(names, ", ") + more(holders, ", ")
 }
 
-// do breaks br's holders, atomically on the server: with Revoke, which
-// keeps each lock until its command has stopped, or at once (--now) with
-// ForceRelease for every one or ReleaseHolder for one by its token.
+// do breaks br's holders, atomically on the server: at once with
+// ForceRelease for every one or ReleaseHolder for one by its token, or
+// (--revoke) with Revoke, which keeps each lock until its command stopped.
 func (br breaking) do(c *cli.Context, b backend.Backend) error {
 	var err error
 	switch r, ok := b.(backend.Revoker); {

@@ -68,16 +68,16 @@ func pidToken(t *testing.T, cmd *exec.Cmd, path string) (pid int, token string) 
 	return 0, ""
 }
 
-// A slot broken with release --holder must not go to a waiter before the
+// A slot broken with release --revoke --holder must not go to a waiter before the
 // broken holder's command is dead: the promise is that a lost slot's
 // command is dead before anyone else can be granted the slot. The holder's
 // command ignores SIGTERM, so a live lockrun kills it at its next renewal
 // plus the kill grace; a frozen one (SIGSTOP: it cannot hear of the break)
 // leaves it to its watchdog, up to a TTL. On the file backend the slot's
 // flock, which the command holds, keeps the slot until it dies. Before
-// release revoked (backend.Revoker), every server backend granted the
-// waiter at once, with the broken holder's command still alive: three
-// commands of --limit 2 at once.
+// --revoke (backend.Revoker), every server backend granted the waiter at
+// once, with the broken holder's command still alive: three commands of
+// --limit 2 at once (as a plain release still does).
 func TestReleasedSlotWaitsForItsCommand(t *testing.T) {
 	lockruntest.Binary(t)
 	for _, srv := range everyBackend() {
@@ -111,8 +111,8 @@ func releasedSlot(t *testing.T, e []string, frozen bool) {
 			t.Fatal(err)
 		}
 	}
-	if r := run(t, e, "release", "--yes", "--holder", aTok, "frz"); r.Code != 0 {
-		t.Fatalf("release --holder %s: exit %d, %q %q", aTok, r.Code, r.Stdout, r.Stderr)
+	if r := run(t, e, "release", "--yes", "--revoke", "--holder", aTok, "frz"); r.Code != 0 {
+		t.Fatalf("release --revoke --holder %s: exit %d, %q %q", aTok, r.Code, r.Stdout, r.Stderr)
 	}
 	// Past the holder's TTL its command is dead (killed by its lockrun
 	// or its watchdog); the waiter may start then, not before.
