@@ -9,7 +9,10 @@ GO ?= go
 # `go install ./cmd/lockrun` and `go run` work without these flags.
 # bin/lockrun-watchdog, the watchdog lockrun starts beside every command,
 # is built beside it: lockrun looks for it in its own directory (and runs
-# itself as the watchdog, slower to start, where it is missing).
+# itself as the watchdog, slower to start, where it is missing). So are
+# the programs with the server backends' clients (lockrun-redis,
+# lockrun-etcd, lockrun-postgres, lockrun-zookeeper), which lockrun starts
+# in its place for their URLs: lockrun itself has the file backend only.
 # The version, commit and commit date are stamped into `lockrun --version`
 # (goreleaser stamps the same three); the man page and the completions are
 # generated beside the binary from the CLI's definition, by a separate
@@ -21,7 +24,7 @@ COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
 DATE ?= $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null)
 LDFLAGS = -s -w -X $(APP).version=$(VERSION) -X $(APP).commit=$(COMMIT) -X $(APP).date=$(DATE)
 build:
-	CGO_ENABLED=0 $(GO) build -tags $(BUILD_TAGS) -trimpath -ldflags "$(LDFLAGS)" -o bin/ ./cmd/lockrun ./cmd/lockrun-watchdog
+	CGO_ENABLED=0 $(GO) build -tags $(BUILD_TAGS) -trimpath -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
 	$(GO) run ./internal/gendocs -out bin -version "$(VERSION)" -date "$(DATE)"
 
 # Installs and starts the servers the tests need (root on Debian), then

@@ -38,7 +38,7 @@ rm -f "$log"
 arch=$(dpkg --print-architecture)
 archives=(dist/lockrun_*_linux_"$arch".tar.gz)
 listing=$(tar -tzf "${archives[0]}")
-for prog in lockrun lockrun-watchdog; do
+for prog in lockrun lockrun-watchdog lockrun-redis lockrun-etcd lockrun-postgres lockrun-zookeeper; do
 	grep -qx "$prog" <<<"$listing" || { echo "release: ${archives[0]} has no $prog"; exit 1; }
 done
 debs=(dist/lockrun_*_"$arch".deb)
@@ -60,4 +60,11 @@ rm -rf "$lockdir"
 case $children in
 */usr/bin/lockrun-watchdog*) echo "release: a run of /usr/bin/lockrun was guarded by /usr/bin/lockrun-watchdog" ;;
 *) echo "release: the installed lockrun's run had no /usr/bin/lockrun-watchdog beside its command (children: $children)"; exit 1 ;;
+esac
+# A server backend's URL: the installed lockrun starts the installed
+# program with that backend's client in its place (the command's parent).
+parent=$(/usr/bin/lockrun run -b redis://127.0.0.1:6379 release-check -- sh -c 'readlink /proc/$PPID/exe')
+case $parent in
+/usr/bin/lockrun-redis) echo "release: a redis:// run of /usr/bin/lockrun ran in /usr/bin/lockrun-redis" ;;
+*) echo "release: a redis:// run of /usr/bin/lockrun ran in ${parent:-nothing}, not /usr/bin/lockrun-redis"; exit 1 ;;
 esac

@@ -7,22 +7,13 @@
 // Command lockrun runs a command under a distributed lock: one holder at a
 // time, a fencing token in LOCKRUN_FENCING_TOKEN, and the command killed
 // before its lease can expire if the lock is lost.
+//
+// It has the embedded file backend's client only. A server backend's URL
+// makes it start, in its place, the program beside it that has that
+// backend's client (lockrun-redis, lockrun-etcd, lockrun-postgres,
+// lockrun-zookeeper), which is lockrun with that client added.
 package main
 
-import (
-	"context"
-	"os"
-	"os/signal"
-	"syscall"
+import "github.com/lockrun/lockrun/internal/app"
 
-	"github.com/lockrun/lockrun/internal/app"
-)
-
-func main() {
-	// A log line written to a stdout or stderr whose reader has gone must
-	// not kill lockrun, and with it (by the watchdog) the command. A
-	// handler rather than SIG_IGN: the command still starts with SIGPIPE's
-	// default action.
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	os.Exit(app.Main(context.Background(), os.Args, os.Stdin, os.Stdout, os.Stderr))
-}
+func main() { app.Exit(nil) }

@@ -47,7 +47,7 @@ func (st *state) withKey(c *cli.Context, action func(b backend.Backend, key stri
 	if err != nil {
 		return err
 	}
-	b, err := openBackend(c.Context, c.String("backend"))
+	b, err := st.openBackend(c.Context, c.String("backend"))
 	if err != nil {
 		return err
 	}

@@ -24,9 +24,15 @@ func init() {
 	cli.VersionFlag = &cli.BoolFlag{Name: "version", Aliases: []string{"V"}, Usage: "print the version", DisableDefaultText: true}
 }
 
-// Main runs lockrun with args and returns the status to exit with.
-func Main(ctx context.Context, args []string, stdin, stdout, stderr *os.File) int {
-	st := &state{stdin: stdin, stdout: stdout, stderr: stderr, closeLog: func() {}}
+// Main runs lockrun with args and returns the status to exit with. clients
+// are the server backends' clients this program has; the file backend's
+// is always there.
+func Main(ctx context.Context, clients Clients, args []string, stdin, stdout, stderr *os.File) int {
+	st := &state{stdin: stdin, stdout: stdout, stderr: stderr, closeLog: func() {}, clients: clients, args: args}
+	if _, ok := os.LookupEnv(delegatedVar); ok {
+		st.delegated = true
+		os.Unsetenv(delegatedVar)
+	}
 	err := newApp(st).RunContext(ctx, args)
 	st.report(err)
 	st.closeLog()
@@ -44,6 +50,9 @@ type state struct {
 	logw                  *logwriter.Writer // stderr for lockrun's own lines, which never blocks
 	quiet, json, sink     bool              // sink: lines go to --log, not stderr
 	closeLog              func()            // flushes --log's sink
+	clients               Clients           // the server backends this program opens itself
+	args                  []string          // as given to Main, for delegate
+	delegated             bool              // started by delegate: do not delegate again
 }
 
 func newApp(st *state) *cli.App {

@@ -7,17 +7,21 @@ import (
 	"net/url"
 
 	"github.com/lockrun/lockrun/backend"
-	"github.com/lockrun/lockrun/backend/etcd"
 	"github.com/lockrun/lockrun/backend/file"
-	"github.com/lockrun/lockrun/backend/postgres"
-	"github.com/lockrun/lockrun/backend/redis"
-	"github.com/lockrun/lockrun/backend/redlock"
-	"github.com/lockrun/lockrun/backend/zookeeper"
 )
 
+// An Opener opens the backend that a URL names.
+type Opener func(ctx context.Context, u *url.URL) (backend.Backend, error)
+
+// Clients are the server backends' clients a lockrun program has in it,
+// by URL scheme. Every program has the file backend's.
+type Clients map[string]Opener
+
 // openBackend opens the backend that raw names by its scheme; an empty raw
-// is the embedded file backend in its default directory.
-func openBackend(ctx context.Context, raw string) (backend.Backend, error) {
+// is the embedded file backend in its default directory. A server backend
+// whose client this program lacks is opened by the program that has it,
+// which replaces this one (see delegate).
+func (st *state) openBackend(ctx context.Context, raw string) (backend.Backend, error) {
 	if raw == "" {
 		return file.OpenDefault()
 	}
@@ -32,28 +36,18 @@ func openBackend(ctx context.Context, raw string) (backend.Backend, error) {
 	if backend.MisplacedUserinfo(u) { // the password would reach a host, path or database name
 		return nil, usagef("--backend %s: '@' after the host: percent-encode '/', '?', '#' and '@' in a password (%%2F, %%3F, %%23, %%40)", backend.Redact(raw))
 	}
-	switch u.Scheme {
-	case "file":
+	if u.Scheme == "file" {
 		b, err := file.OpenURL(u)
 		return b, wrapURL(raw, err)
-	case "redis", "rediss":
-		redis.DisableClientLogs() // its failures reach us as errors; stderr is the command's too
-		b, err := redis.OpenURL(ctx, u)
+	}
+	if open, ok := st.clients[u.Scheme]; ok {
+		b, err := open(ctx, u)
 		return b, wrapURL(raw, err)
-	case "redlock", "redlocks":
-		redis.DisableClientLogs()
-		b, err := redlock.OpenURL(ctx, u)
-		return b, wrapURL(raw, err)
-	case "etcd", "etcds":
-		b, err := etcd.OpenURL(ctx, u)
-		return b, wrapURL(raw, err)
-	case "postgres", "postgresql":
-		b, err := postgres.OpenURL(u)
-		return b, wrapURL(raw, err)
-	case "zk", "zks":
-		b, err := zookeeper.OpenURL(ctx, u)
-		return b, wrapURL(raw, err)
-	case "":
+	}
+	if prog, ok := programs[u.Scheme]; ok {
+		return nil, wrapURL(raw, st.delegate(prog))
+	}
+	if u.Scheme == "" {
 		// Not shown: a typo of a URL may still hold its password.
 		return nil, usagef("--backend: not a URL (no scheme): use file:///dir, redis://host, etcd://host, postgres://host/db, zk://host or redlock://h1,h2,h3")
 	}

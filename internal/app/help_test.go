@@ -32,7 +32,7 @@ func TestBackendFlagNamesEveryScheme(t *testing.T) {
 			usage = f.String()
 		}
 	}
-	_, err := openBackend(context.Background(), "no-scheme")
+	_, err := (&state{}).openBackend(context.Background(), "no-scheme")
 	for _, scheme := range []string{"file://", "redis://", "etcd://", "postgres://", "zk://", "redlock://"} {
 		if !strings.Contains(usage, scheme) {
 			t.Errorf("--backend help %q does not name %s", usage, scheme)

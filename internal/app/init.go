@@ -33,7 +33,7 @@ func (st *state) init(c *cli.Context) error {
 		return usagef("init takes no arguments, got %q", c.Args().First())
 	}
 	raw := c.String("backend")
-	b, err := openBackend(c.Context, raw)
+	b, err := st.openBackend(c.Context, raw)
 	if err != nil {
 		return err
 	}

@@ -47,7 +47,7 @@ func (st *state) list(c *cli.Context) error {
 			return usageError{fmt.Errorf("PREFIX: %w", err)}
 		}
 	}
-	b, err := openBackend(c.Context, c.String("backend"))
+	b, err := st.openBackend(c.Context, c.String("backend"))
 	if err != nil {
 		return err
 	}

@@ -169,7 +169,7 @@ func runLogger(log *slog.Logger, key string, limit int) *slog.Logger {
 // runJob opens the backend and runs job under its lock, or without one if
 // the job may fail open and the backend cannot be reached.
 func (st *state) runJob(c *cli.Context, raw string, job runner.Job) error {
-	b, err := openBackend(c.Context, raw)
+	b, err := st.openBackend(c.Context, raw)
 	if err != nil {
 		job.BackendURL = backend.Redact(raw)
 		return failOpenAfterOpen(c, job, err)

@@ -81,7 +81,8 @@ func start(dir string, tags []string) *build {
 }
 
 // compile builds the main package pkg with tags into a new directory. A
-// lockrun gets its watchdog program beside it, as it is installed.
+// lockrun gets its watchdog and its server backends' programs beside it,
+// as it is installed.
 func compile(pkg string, tags []string) (string, error) {
 	out, err := os.MkdirTemp("", "lockrun-bin")
 	if err != nil {
@@ -94,12 +95,19 @@ func compile(pkg string, tags []string) (string, error) {
 	pkgs := []string{pkg}
 	if filepath.Base(pkg) == "lockrun" {
 		pkgs = append(pkgs, filepath.Join(filepath.Dir(pkg), watchdog.ProgramName))
+		for _, prog := range Programs {
+			pkgs = append(pkgs, filepath.Join(filepath.Dir(pkg), prog))
+		}
 	}
 	if msg, err := exec.Command("go", append(args, pkgs...)...).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building %s: %w\n%s", strings.Join(pkgs, " "), err, msg)
 	}
 	return filepath.Join(out, filepath.Base(pkg)), nil
 }
+
+// Programs are the programs with the server backends' clients, which
+// lockrun starts in its place for their URLs.
+var Programs = []string{"lockrun-redis", "lockrun-etcd", "lockrun-postgres", "lockrun-zookeeper"}
 
 // Result is how one lockrun run ended.
 type Result struct {
@@ -110,7 +118,13 @@ type Result struct {
 // Run runs lockrun with env (nil: the test's own) and args to its end.
 func Run(t testing.TB, env []string, args ...string) Result {
 	t.Helper()
-	cmd := exec.Command(Binary(t), args...)
+	return RunBinary(t, Binary(t), env, args...)
+}
+
+// RunBinary is Run with another lockrun binary.
+func RunBinary(t testing.TB, bin string, env []string, args ...string) Result {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	cmd.Env = env
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -25,6 +26,7 @@ type footprint struct {
 	holdRate, waitRate   float64 // server requests per second: holding; one more waiter
 	holdWake, waitWake   float64 // context switches per second: the holder; the waiter
 	renewals, perRenewal float64 // renewals in a window; requests per renewal
+	exe                  string  // the program holding: lockrun starts a server backend's in its place
 }
 
 // footprint holds a lock with each tool while its command sleeps, then
@@ -58,7 +60,7 @@ func (e *env) footprint(tgs []target) *table {
 			if tg.served != nil && tl.name == "lockrun" {
 				perMinute = num(round1(f.perRenewal * 6))
 			}
-			t.add(tg.name, "`"+tl.name+"`", size(tl.binary), rss, pss, perRenewal, perMinute, waiting,
+			t.add(tg.name, "`"+tl.name+"`", program(f.exe, tl.binary), rss, pss, perRenewal, perMinute, waiting,
 				num(round1(f.holdWake)), num(round1(f.waitWake)))
 		}
 	}
@@ -81,6 +83,7 @@ func (e *env) holdAndWait(tg target, tl tool) footprint {
 	defer holder.kill()
 	pid := holder.cmd.Process.Pid
 	var f footprint
+	f.exe, _ = os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 	time.Sleep(footprintWindow / 6)
 	requests, wakes := e.window(tg, pid)
 	f.holdRate, f.holdWake = requests, wakes[0]
@@ -104,6 +107,15 @@ func (e *env) holdAndWait(tg target, tl tool) footprint {
 	f.waitRate, f.waitWake = requests-f.holdRate, wakes[1]
 	f.rss, f.watchdogRSS = holdingRSS(holder)
 	return f
+}
+
+// program is the size of the program that held the lock, named when it is
+// not the one started (a server backend's, started by lockrun in its place).
+func program(exe, started string) string {
+	if exe == "" || exe == started {
+		return size(started)
+	}
+	return "`" + filepath.Base(exe) + "` " + size(exe)
 }
 
 // holdingPSS is the proportional set size (kB) of a tool holding a lock,
