@@ -49,7 +49,7 @@ func (b *Backend) grant(ctx context.Context, s *session, key, p string, o backen
 	default:
 		return nil, b.failed(ctx, "taking the lock", key, err)
 	}
-	l := &lease{b: b, s: s, key: key, node: p, rec: c, czxid: res[0].Stat.Czxid, version: res[0].Stat.Version, minHold: o.MinHold, limit: o.EffectiveLimit()}
+	l := &lease{b: b, s: s, key: key, node: p, token: backend.Token(c.Token), rec: c, czxid: res[0].Stat.Czxid, version: res[0].Stat.Version, minHold: o.MinHold, limit: o.EffectiveLimit()}
 	l.start = b.startOf(sent)
 	l.mu.Lock() // pastDeadline reads l.deadline under l.mu
 	l.deadline = time.AfterFunc(l.TTL(), l.pastDeadline)
@@ -72,6 +72,9 @@ type lease struct {
 	czxid   int64  // the node's creation, to tell it from a later one of the same name
 	minHold time.Duration
 	limit   int // 1 for a plain lock
+	// token is the grant's, kept apart from rec so that Token reads it
+	// without l.mu while Renew rewrites rec.
+	token backend.Token
 
 	mu      sync.Mutex
 	rec     contender // the node's data
@@ -82,7 +85,7 @@ type lease struct {
 }
 
 // Token is the token written at the grant.
-func (l *lease) Token() backend.Token { return backend.Token(l.rec.Token) }
+func (l *lease) Token() backend.Token { return l.token }
 
 // TTL is the session timeout the server negotiated less a tick (see
 // startOf): never less than asked.
