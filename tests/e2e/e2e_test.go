@@ -154,7 +154,9 @@ func TestSIGKILLOfAWaiterLeavesNoWatchdog(t *testing.T) {
 	waiter.Process.Kill()
 	waiter.Wait()
 	waitDead(t, watchdog, time.Second)
-	if b, _ := os.ReadFile(stderr.Name()); len(b) > 0 {
+	// The waiter itself may have said that it waits; its watchdog's lines
+	// are its own ("lockrun: watchdog: ...").
+	if b, _ := os.ReadFile(stderr.Name()); strings.Contains(string(b), "watchdog") {
 		t.Errorf("the killed waiter's watchdog, which guarded no command, said %q", b)
 	}
 	if cgroup := args[len(args)-1]; strings.HasPrefix(cgroup, "/") {
