@@ -2,8 +2,10 @@ package app
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/lockrun/lockrun/backend"
@@ -49,4 +51,55 @@ func (st *state) delegate(prog string) error {
 	}
 	err = syscall.Exec(path, st.args, append(os.Environ(), delegatedVar+"=1"))
 	return fmt.Errorf("%w: starting %s: %w", backend.ErrConfig, path, err)
+}
+
+// opensBackend are the commands that always open their --backend.
+var opensBackend = map[string]bool{"run": true, "status": true, "list": true, "release": true, "init": true}
+
+// dispatch starts, in this process's place, the program that has the
+// client of the backend that args name, before any other work: a run on a
+// server backend pays for this program's start-up only, not for its
+// command line too. It reads the command line as the CLI will (the
+// --backend flag before "--", else LOCKRUN_BACKEND) and does nothing
+// when unsure: openBackend, given the parsed flags, starts the program
+// then.
+func dispatch(args []string) {
+	if _, ok := os.LookupEnv(delegatedVar); ok || len(args) < 2 || !opensBackend[args[1]] {
+		return
+	}
+	raw, ok := backendArg(args[2:])
+	if !ok {
+		raw = os.Getenv("LOCKRUN_BACKEND")
+	}
+	u, err := url.Parse(raw)
+	if err != nil || programs[u.Scheme] == "" {
+		return
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return
+	}
+	path := filepath.Join(filepath.Dir(exe), programs[u.Scheme])
+	_ = syscall.Exec(path, args, append(os.Environ(), delegatedVar+"=1")) // on failure, openBackend says why
+}
+
+// backendArg is the last --backend (or -b) among a command's flags, which
+// end at "--".
+func backendArg(args []string) (string, bool) {
+	raw, found := "", false
+	for i := 0; i < len(args) && args[i] != "--"; i++ {
+		name, value, inline := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(args[i], "-"), "-"), "=")
+		if !strings.HasPrefix(args[i], "-") || name != "b" && name != "backend" {
+			continue
+		}
+		if !inline {
+			if i+1 == len(args) {
+				break
+			}
+			i++
+			value = args[i]
+		}
+		raw, found = value, true
+	}
+	return raw, found
 }

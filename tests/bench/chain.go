@@ -30,6 +30,9 @@ type chain struct {
 	// waited through (least squares over the waiters): 0 when a release
 	// wakes the next in line alone, about 2 or more per herd or poll.
 	slope float64
+	// waiterPSS is the proportional set size of one queued waiter and its
+	// children (lockrun's watchdog), kB: the mean over the queue.
+	waiterPSS int64
 }
 
 // stampLine is what one stamp logged.
@@ -73,8 +76,13 @@ func (e *env) runChain(tl tool, n int, served func() int64) (chain, error) {
 		return chain{}, err
 	}
 	queued := make(map[int]int64, n) // each waiter's context switches so far
+	var pss int64
 	for _, w := range waiters {
 		queued[w.Process.Pid] = procfs.Switches(w.Process.Pid)
+		pss += rollupKB(w.Process.Pid, "Pss")
+		for _, c := range children(w.Process.Pid) {
+			pss += rollupKB(c, "Pss")
+		}
 	}
 	before := count(served)
 	if err := open(gate); err != nil {
@@ -86,7 +94,9 @@ func (e *env) runChain(tl tool, n int, served func() int64) (chain, error) {
 		}
 	}
 	waiters = nil
-	return drained(log, n, count(served)-before, queued)
+	c, err := drained(log, n, count(served)-before, queued)
+	c.waiterPSS = pss / int64(n)
+	return c, err
 }
 
 // count calls served, or returns 0 when there is no server to ask.

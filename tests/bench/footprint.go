@@ -60,7 +60,11 @@ func (e *env) footprint(tgs []target) *table {
 			if tg.served != nil && tl.name == "lockrun" {
 				perMinute = num(round1(f.perRenewal * 6))
 			}
-			t.add(tg.name, "`"+tl.name+"`", program(f.exe, tl.binary), rss, pss, perRenewal, perMinute, waiting,
+			binary := size(tl.binary)
+			if tl.name == "lockrun" {
+				binary = program(f.exe, tl.binary)
+			}
+			t.add(tg.name, "`"+tl.name+"`", binary, rss, pss, perRenewal, perMinute, waiting,
 				num(round1(f.holdWake)), num(round1(f.waitWake)))
 		}
 	}

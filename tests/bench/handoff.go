@@ -64,28 +64,37 @@ func (e *env) floorChain() samples {
 	return c.handoffs
 }
 
-// scaling drains queues of 1, 10 and 100 waiters: the hand-off, the server
-// requests and the waiters' wake-ups per hand-off should not grow with the
-// queue.
+// scaling drains queues of 1, 10, 100 and 1000 waiters: the hand-off, the
+// server requests and the waiters' wake-ups per hand-off should not grow
+// with the queue. Peers are measured up to peerQueueMax waiting.
 func (e *env) scaling(tgs []target) *table {
-	sizes := []int{1, 10, 100}
+	sizes := []int{1, 10, 100, 1000}
 	if e.short {
 		sizes = sizes[:2]
 	}
 	t := &table{
-		title: "6. Scaling: hand-offs with 1, 10 and 100 waiting",
+		title: "6. Scaling: hand-offs with 1, 10, 100 and 1000 waiting",
 		note: "One holder and N waiters queued, then drained (short queues again, for at least " + fmt.Sprint(minHandoffs) +
 			" hand-offs). p50 hand-off; server requests per hand-off (redis: commands clients sent, not those run by " +
 			"scripts; etcd: gRPC messages received; postgres: statements); " +
 			"wake-ups: context switches of a waiting tool process per hand-off it waited through " +
-			"(the slope over the queue: ~0 when only the next in line wakes, more with a herd or a poll).",
-		head: []string{"backend", "waiting", "peer", "peer p50", "peer req/hand-off", "peer wake-ups", "lockrun p50", "lockrun req/hand-off", "lockrun wake-ups"},
+			"(the slope over the queue: ~0 when only the next in line wakes, more with a herd or a poll); " +
+			"memory: the PSS of one queued lockrun and its watchdog, the mean over the queue. Peers up to " +
+			fmt.Sprint(peerQueueMax) + " waiting.",
+		head: []string{"backend", "waiting", "peer", "peer p50", "peer req/hand-off", "peer wake-ups", "lockrun p50", "lockrun req/hand-off", "lockrun wake-ups", "lockrun PSS per waiter"},
 	}
 	for _, tg := range tgs {
 		for _, n := range sizes {
 			row := []string{tg.name, fmt.Sprint(n), "`" + tg.peer.name + "`"}
 			for _, tl := range []tool{tg.peer, tg.lockrun} {
-				c := e.chains(tl, n, tg.served)
+				if tl.name != "lockrun" && n > peerQueueMax {
+					row = append(row, "—", "—", "—")
+					continue
+				}
+				c, err := e.chains(tl, n, tg.served)
+				if err != nil {
+					e.tb.Fatal(err)
+				}
 				req, wake := "—", "—"
 				if tg.served != nil {
 					req = num(round1(float64(c.requests) / float64(len(c.handoffs))))
@@ -94,6 +103,9 @@ func (e *env) scaling(tgs []target) *table {
 					wake = num(round1(c.slope))
 				}
 				row = append(row, ms(c.handoffs.p50()), req, wake)
+				if tl.name == "lockrun" {
+					row = append(row, mib(c.waiterPSS))
+				}
 			}
 			t.add(row...)
 		}
@@ -101,25 +113,32 @@ func (e *env) scaling(tgs []target) *table {
 	return t
 }
 
+// peerQueueMax is the longest queue of a peer in the scaling measure: a
+// thousand Python interpreters (kazoo) or shells polling Redis would
+// measure the machine rather than the tool.
+const peerQueueMax = 100
+
 // minHandoffs is how many hand-offs the scaling measure takes at least
 // for each queue length: a queue of one is drained that many times.
 const minHandoffs = 20
 
 // chains drains queues of n waiters until minHandoffs hand-offs were
-// seen, and sums them up; the slope is the mean of the queues' slopes.
-func (e *env) chains(tl tool, n int, served func() int64) chain {
+// seen, and sums them up; the slope and the memory are the means of the
+// queues'.
+func (e *env) chains(tl tool, n int, served func() int64) (chain, error) {
 	var all chain
 	runs := (minHandoffs + n - 1) / n
 	for range runs {
 		c, err := e.runChain(tl, n, served)
 		if err != nil {
-			e.tb.Fatal(err)
+			return chain{}, err
 		}
 		all.handoffs = append(all.handoffs, c.handoffs...)
 		all.requests += c.requests
 		all.slope += c.slope / float64(runs)
+		all.waiterPSS += c.waiterPSS / int64(runs)
 	}
-	return all
+	return all, nil
 }
 
 func round1(v float64) float64 { return math.Round(v*10) / 10 }
