@@ -29,11 +29,10 @@ func init() {
 // is always there.
 func Main(ctx context.Context, clients Clients, args []string, stdin, stdout, stderr *os.File) int {
 	st := &state{stdin: stdin, stdout: stdout, stderr: stderr, closeLog: func() {}, clients: clients, args: args}
-	if _, ok := os.LookupEnv(delegatedVar); ok {
-		st.delegated = true
-		os.Unsetenv(delegatedVar)
+	err := st.takeDelegation()
+	if err == nil {
+		err = newApp(st).RunContext(ctx, args)
 	}
-	err := newApp(st).RunContext(ctx, args)
 	st.report(err)
 	st.closeLog()
 	if st.logw != nil {

@@ -24,11 +24,29 @@ var programs = map[string]string{
 	"zk": "lockrun-zookeeper", "zks": "lockrun-zookeeper",
 }
 
-// delegatedVar marks a program started by delegate, so that a program
-// which lacks the client it was started for (a misnamed binary) says so
-// rather than starting itself again. Main removes it from the environment
-// before anything else: the command never sees it.
+// delegatedVar marks a program started by delegate or dispatch with the
+// starting program's version: a program which lacks the client it was
+// started for (a misnamed binary) says so rather than starting itself
+// again, and one of another release (an upgrade half done) refuses, as
+// lockrun-watchdog does. Main removes it from the environment before
+// anything else: the command never sees it.
 const delegatedVar = "LOCKRUN_DELEGATED"
+
+// takeDelegation reads and removes delegatedVar; a program started by
+// one of another release is an error.
+func (st *state) takeDelegation() error {
+	from, ok := os.LookupEnv(delegatedVar)
+	if !ok {
+		return nil
+	}
+	os.Unsetenv(delegatedVar)
+	st.delegated = true
+	if own := buildVersion(); from != own {
+		exe, _ := os.Executable()
+		return fmt.Errorf("%w: %s (%s) was started by a lockrun from another release (%s); install all of the programs from the same one", backend.ErrConfig, filepath.Base(exe), own, from)
+	}
+	return nil
+}
 
 // delegate replaces this process with prog, from this program's own
 // directory (where `make build`, the archives and the packages install
@@ -49,7 +67,7 @@ func (st *state) delegate(prog string) error {
 	if st.logw != nil {
 		st.logw.Flush(flushWait) // what was said so far is not lost with this process
 	}
-	err = syscall.Exec(path, st.args, append(os.Environ(), delegatedVar+"=1"))
+	err = syscall.Exec(path, st.args, append(os.Environ(), delegatedVar+"="+buildVersion()))
 	return fmt.Errorf("%w: starting %s: %w", backend.ErrConfig, path, err)
 }
 
@@ -80,7 +98,7 @@ func dispatch(args []string) {
 		return
 	}
 	path := filepath.Join(filepath.Dir(exe), programs[u.Scheme])
-	_ = syscall.Exec(path, args, append(os.Environ(), delegatedVar+"=1")) // on failure, openBackend says why
+	_ = syscall.Exec(path, args, append(os.Environ(), delegatedVar+"="+buildVersion())) // on failure, openBackend says why
 }
 
 // backendArg is the last --backend (or -b) among a command's flags, which

@@ -1,6 +1,11 @@
 package app
 
-import "testing"
+import (
+	"io"
+	"os"
+	"strings"
+	"testing"
+)
 
 // backendArg reads --backend as the CLI does, up to the command's "--".
 func TestBackendArgReadsTheFlagAsTheCLIDoes(t *testing.T) {
@@ -14,7 +19,7 @@ func TestBackendArgReadsTheFlagAsTheCLIDoes(t *testing.T) {
 		{[]string{"-backend", "zk://h", "k"}, "zk://h", true},
 		{[]string{"--b=postgres://h/db", "k"}, "postgres://h/db", true},
 		{[]string{"-b", "etcd://a", "-q", "--backend", "etcd://b", "k"}, "etcd://b", true}, // the last one, as the CLI
-		{[]string{"k", "--", "lockrun", "run", "-b", "etcd://h"}, "", false},              // the command's own
+		{[]string{"k", "--", "lockrun", "run", "-b", "etcd://h"}, "", false},               // the command's own
 		{[]string{"--holder", "me", "k", "--", "true"}, "", false},
 		{[]string{"-b"}, "", false},
 		{[]string{"--bee", "x", "k"}, "", false},
@@ -22,5 +27,24 @@ func TestBackendArgReadsTheFlagAsTheCLIDoes(t *testing.T) {
 		if got, found := backendArg(c.args); got != c.want || found != c.found {
 			t.Errorf("backendArg(%q) = %q, %v; want %q, %v", c.args, got, found, c.want, c.found)
 		}
+	}
+}
+
+// A program started by a lockrun of another release refuses, exit 78,
+// and nothing of its command line runs.
+func TestAProgramFromAnotherReleaseRefuses(t *testing.T) {
+	t.Setenv(delegatedVar, "v0.0.0-elsewhere")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := Main(t.Context(), nil, []string{"lockrun", "--version"}, os.Stdin, w, w)
+	w.Close()
+	out, _ := io.ReadAll(r)
+	if code != ExitConfig || !strings.Contains(string(out), "another release (v0.0.0-elsewhere)") || strings.Contains(string(out), "lockrun version") {
+		t.Errorf("Main started by another release: exit %d, output %q; want 78 and the refusal alone", code, out)
+	}
+	if _, ok := os.LookupEnv(delegatedVar); ok {
+		t.Errorf("%s is still in the environment, for the command to see", delegatedVar)
 	}
 }
