@@ -28,19 +28,23 @@ var fenceLib string
 // repeat. It needs Redis 7 and, on a server with ACLs, the FUNCTION
 // permission. Functions are kept like data: replicated, and persisted
 // only when the server persists.
-func (b *Backend) Init(ctx context.Context) error {
-	err := b.client.FunctionLoadReplace(ctx, fenceLib).Err()
+func (b *Backend) Init(ctx context.Context) error { return LoadFence(ctx, b.client, b.url) }
+
+// LoadFence is Init on the server c talks to, which where names (a
+// redacted URL or an address) in its errors.
+func LoadFence(ctx context.Context, c *goredis.Client, where string) error {
+	err := c.FunctionLoadReplace(ctx, fenceLib).Err()
 	if err == nil {
 		return nil
 	}
 	var answered goredis.Error
 	switch msg := err.Error(); {
 	case !errors.As(err, &answered):
-		return b.unavailable("loading function library", FenceLibrary, err)
+		return fmt.Errorf("%w: redis %s: loading function library %q: %w", class(err), where, FenceLibrary, err)
 	case strings.HasPrefix(msg, "NOPERM"):
-		return fmt.Errorf("%w: redis %s: loading function library %q: %w", backend.ErrPermission, b.url, FenceLibrary, err)
+		return fmt.Errorf("%w: redis %s: loading function library %q: %w", backend.ErrPermission, where, FenceLibrary, err)
 	case strings.Contains(msg, "unknown command"):
-		return fmt.Errorf("%w: redis %s: loading function library %q needs Redis 7 or later (FUNCTION LOAD): %w", backend.ErrConfig, b.url, FenceLibrary, err)
+		return fmt.Errorf("%w: redis %s: loading function library %q needs Redis 7 or later (FUNCTION LOAD): %w", backend.ErrConfig, where, FenceLibrary, err)
 	}
-	return fmt.Errorf("%w: redis %s: loading function library %q: %w", backend.ErrConfig, b.url, FenceLibrary, err)
+	return fmt.Errorf("%w: redis %s: loading function library %q: %w", backend.ErrConfig, where, FenceLibrary, err)
 }
