@@ -56,6 +56,16 @@ func (st *state) delegate(prog string) error {
 	if st.delegated {
 		return fmt.Errorf("%w: this program was started to use its client, and has none (is it misnamed?)", backend.ErrConfig)
 	}
+	if st.logw != nil {
+		st.logw.Flush(flushWait) // what was said so far is not lost with this process
+	}
+	return execProgram(prog, st.args)
+}
+
+// execProgram replaces this process with prog, from this program's own
+// directory, given args and this environment marked with delegatedVar.
+// It returns only when it cannot.
+func execProgram(prog string, args []string) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("%w: finding %s: %w", backend.ErrConfig, prog, err)
@@ -64,10 +74,7 @@ func (st *state) delegate(prog string) error {
 	if err := unix.Access(path, unix.X_OK); err != nil {
 		return fmt.Errorf("%w: %s, which has this backend's client, is not beside %s (%w): install all of the release's programs together, or `go install github.com/lockrun/lockrun/cmd/...@latest`", backend.ErrConfig, prog, exe, err)
 	}
-	if st.logw != nil {
-		st.logw.Flush(flushWait) // what was said so far is not lost with this process
-	}
-	err = syscall.Exec(path, st.args, append(os.Environ(), delegatedVar+"="+buildVersion()))
+	err = syscall.Exec(path, args, append(os.Environ(), delegatedVar+"="+buildVersion()))
 	return fmt.Errorf("%w: starting %s: %w", backend.ErrConfig, path, err)
 }
 
@@ -89,16 +96,9 @@ func dispatch(args []string) {
 	if !ok {
 		raw = os.Getenv("LOCKRUN_BACKEND")
 	}
-	u, err := url.Parse(raw)
-	if err != nil || programs[u.Scheme] == "" {
-		return
+	if u, err := url.Parse(raw); err == nil && programs[u.Scheme] != "" {
+		_ = execProgram(programs[u.Scheme], args) // on failure, openBackend says why
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return
-	}
-	path := filepath.Join(filepath.Dir(exe), programs[u.Scheme])
-	_ = syscall.Exec(path, args, append(os.Environ(), delegatedVar+"="+buildVersion())) // on failure, openBackend says why
 }
 
 // backendArg is the last --backend (or -b) among a command's flags, which
