@@ -62,7 +62,7 @@ func (e *env) runChain(tl tool, n int, served func() int64) (chain, error) {
 		}
 		_ = holder.cmd.Wait()
 	}()
-	for range n {
+	for i := range n {
 		argv := tl.cmd(key, 0, e.stampArgs("-hold", jobHold, "-log", log, "-parent-wakeups")...)
 		w := exec.Command(argv[0], argv[1:]...)
 		if err := w.Start(); err != nil {
@@ -70,6 +70,15 @@ func (e *env) runChain(tl tool, n int, served func() int64) (chain, error) {
 			return chain{}, describe(argv, err)
 		}
 		waiters = append(waiters, w)
+		// In batches: the state measured is n waiting, not n arriving at
+		// once (a thousand new sessions at once on two cores outlast a
+		// client's connect timeout).
+		if (i+1)%startBatch == 0 && i+1 < n {
+			if err := e.waitQueued(tl, key, i+1); err != nil {
+				holder.kill()
+				return chain{}, err
+			}
+		}
 	}
 	if err := e.waitQueued(tl, key, n); err != nil {
 		holder.kill()
@@ -98,6 +107,10 @@ func (e *env) runChain(tl tool, n int, served func() int64) (chain, error) {
 	c.waiterPSS = pss / int64(n)
 	return c, err
 }
+
+// startBatch is how many waiters of a chain start before the bench waits
+// for them to queue.
+const startBatch = 50
 
 // count calls served, or returns 0 when there is no server to ask.
 func count(served func() int64) int64 {
