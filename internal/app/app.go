@@ -51,7 +51,6 @@ type state struct {
 	closeLog              func()            // flushes --log's sink
 	clients               Clients           // the server backends this program opens itself
 	args                  []string          // as given to Main, for delegate
-	delegated             bool              // started by delegate: do not delegate again
 }
 
 func newApp(st *state) *cli.App {

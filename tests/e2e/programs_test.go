@@ -64,3 +64,14 @@ func TestTheCommandDoesNotSeeTheDelegationMark(t *testing.T) {
 		t.Errorf("the command's LOCKRUN_ variables: exit %d, %q (stderr %q); want the token and no delegation mark", r.Code, r.Stdout, r.Stderr)
 	}
 }
+
+// lockrun's early guess at --backend can be wrong (here "--" is the
+// holder's name, not the end of the flags): the program it starts then
+// hands the run to the one whose client the parsed flags name.
+func TestAWrongGuessAtTheBackendStillReachesItsClient(t *testing.T) {
+	e := append(env(t), "LOCKRUN_BACKEND=etcd://127.0.0.1:1")
+	r := run(t, e, "run", "--holder", "--", "-b", "redis://127.0.0.1:1/?nosuchparam=1", "k", "--", "true")
+	if r.Code != 64 || !strings.Contains(r.Stderr, "redis://127.0.0.1:1") || !strings.Contains(r.Stderr, "invalid backend URL") {
+		t.Errorf("run with -b redis:// after a holder named --: exit %d, stderr %q; want the redis client's refusal of the URL, exit 64", r.Code, r.Stderr)
+	}
+}
