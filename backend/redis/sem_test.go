@@ -319,3 +319,21 @@ func TestSemHolderRecord(t *testing.T) {
 		t.Errorf("after a renewal, since %v renewed %v; was %v %v", h2.Since, h2.Renewed, h.Since, h.Renewed)
 	}
 }
+
+// A holder's time left never exceeds its lease, even when Inspect runs in
+// the grant's own millisecond (the slot's score is one past its end).
+func TestSemHolderTTLNeverExceedsTheLease(t *testing.T) {
+	srv := redistest.Start(t)
+	b := open(t, srv.URL())
+	for i := range 20 {
+		key := fmt.Sprint("k", i)
+		fillSem(t, b, key, 1, 2, time.Minute)
+		st, err := b.Inspect(t.Context(), key)
+		if err != nil || len(st.Holders) != 1 {
+			t.Fatalf("Inspect = %+v, %v", st, err)
+		}
+		if ttl := st.Holders[0].TTL; ttl <= 0 || ttl > time.Minute {
+			t.Fatalf("key %s: holder's TTL %v just after a grant of a minute; want (0, 1m]", key, ttl)
+		}
+	}
+}

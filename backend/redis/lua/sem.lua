@@ -117,13 +117,15 @@ local function sem_limit(S)
 end
 
 -- sem_holders is {value, ms left, record, ...} for every holder whose
--- lease has not ended by ms, soonest end first.
+-- lease has not ended by ms, soonest end first. A slot's score is its
+-- grant or renewal's ms + ttl + 1 (live while the score is above the
+-- clock): the time left leaves that 1 out, so that it never exceeds the TTL.
 local function sem_holders(S, ms)
   local out = {}
   local hs = redis.call('ZRANGEBYSCORE', S.slots, '(' .. int(ms), '+inf', 'WITHSCORES')
   for i = 1, #hs, 2 do
     out[#out + 1] = hs[i]
-    out[#out + 1] = tonumber(hs[i + 1]) - ms
+    out[#out + 1] = tonumber(hs[i + 1]) - ms - 1
     out[#out + 1] = redis.call('HGET', S.rec, hs[i]) or false
   end
   return out
