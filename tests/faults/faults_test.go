@@ -78,9 +78,12 @@ func (fr *faultRun) all(t *testing.T, tgs []Target) {
 	}()
 	for i, tg := range tgs {
 		wg.Go(func() {
+			// Done here, not only in the subtest: one that -run leaves
+			// out never runs, and must not keep the others waiting.
+			arrived := sync.OnceFunc(others.Done)
+			defer loaded.Done()
+			defer arrived()
 			t.Run(tg.Name, func(t *testing.T) {
-				defer loaded.Done()
-				arrived := sync.OnceFunc(others.Done)
 				defer arrived()
 				fr.cases(t, tg, false, 2*i)
 				arrived()
