@@ -146,7 +146,7 @@ func judge(r *Result, c Case, a *attack, attempts []Attempt) {
 		r.failf("at most %d command alive at once under --limit %d: the semaphore let nobody share", r.Peak, c.Limit)
 	}
 	if a.tg.Minority && r.LostExits > 0 {
-		r.failf("a fault on a minority of the servers made %d lockruns lose their lock", r.LostExits)
+		r.failf("a fault on a minority of the servers made %d lockruns lose their lock: %v", r.LostExits, lostLogs(attempts))
 	}
 	if c.MustLose && !a.tg.Minority && r.LostExits == 0 {
 		r.failf("the fault never made a lockrun lose its lock: it did not bite")
@@ -170,6 +170,17 @@ func judge(r *Result, c Case, a *attack, attempts []Attempt) {
 			r.failf("lockrun %d ended with %d: %v", at.PID, at.Exit, at.Log)
 		}
 	}
+}
+
+// lostLogs is what the lockruns that lost their lock (exit 76) printed.
+func lostLogs(attempts []Attempt) [][]string {
+	var logs [][]string
+	for _, at := range attempts {
+		if at.Exit == 76 {
+			logs = append(logs, at.Log)
+		}
+	}
+	return logs
 }
 
 // exits counts the attempts by exit status.
