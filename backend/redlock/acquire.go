@@ -137,6 +137,14 @@ func (b *Backend) giveBack(l backend.Lease) {
 	_ = l.Release(ctx)
 }
 
+// renewTimeout bounds each round of a renewal, half a default heartbeat:
+// a round that a master cannot decide (one ours, one not ours yet free
+// soon, one cut off) ends in time for the heartbeat to try again, and the
+// retry may take back the master that was not ours (lua/renew.lua).
+func (b *Backend) renewTimeout(ttl time.Duration) time.Duration {
+	return max(min(b.opt.ReadTimeout, ttl/6), 10*time.Millisecond)
+}
+
 // callTimeout bounds each round of calls of an acquire: a master that
 // does not answer within a third of the TTL is skipped, as Redlock asks,
 // so that a dead master does not eat the lease's validity.

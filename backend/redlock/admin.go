@@ -20,7 +20,7 @@ func (b *Backend) ForceRelease(ctx context.Context, key string) error {
 	}
 	n := b.names(key)
 	rs := fanout(ctx, b.masters, func(ctx context.Context, m *master) (int64, error) {
-		return b.scripts.force.Run(ctx, m.client, n.with(n.lock, n.queue, n.record), n.wake).Int64()
+		return b.scripts.force.Run(ctx, m.client, n.with(n.endedKeys(n.lock, n.queue, n.record)...), n.wake).Int64()
 	}, nil)
 	if got := answered(rs); got < b.quorum {
 		return b.noQuorum("force-release", key, got, errorsOf(rs))
@@ -41,7 +41,7 @@ func (b *Backend) ReleaseHolder(ctx context.Context, key string, token backend.T
 	}
 	n := b.names(key)
 	rs := fanout(ctx, b.masters, func(ctx context.Context, m *master) (int64, error) {
-		return b.scripts.holder.Run(ctx, m.client, n.with(n.lock, n.queue, n.record), token.String(), n.wake).Int64()
+		return b.scripts.holder.Run(ctx, m.client, n.with(n.endedKeys(n.lock, n.queue, n.record)...), token.String(), n.wake, millis(endedKeep)).Int64()
 	}, nil)
 	if got := answered(rs); got < b.quorum {
 		return b.noQuorum("release-holder", key, got, errorsOf(rs))

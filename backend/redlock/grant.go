@@ -156,7 +156,7 @@ func (b *Backend) granted(r *request, value string, token backend.Token, start t
 		return attempt{}, fmt.Errorf("%w: redlock %s: acquire %q: a majority granted the lock after %v, past its %v validity",
 			backend.ErrUnavailable, b.url, r.key, took.Round(time.Millisecond), r.o.TTL)
 	}
-	l := &lease{b: b, key: r.key, names: r.names, value: value, token: token, ttl: r.o.TTL, px: r.px,
+	l := &lease{b: b, key: r.key, names: r.names, value: value, info: r.info, token: token, ttl: r.o.TTL, px: r.px,
 		start: start, granted: time.Now(), minHold: r.o.MinHold, landed: g.landed}
 	return attempt{lease: l}, nil
 }

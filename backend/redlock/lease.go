@@ -17,6 +17,7 @@ type lease struct {
 	key     string
 	names   names
 	value   string
+	info    string // the holder's record, JSON, for a master that renew.lua takes
 	token   backend.Token
 	ttl     time.Duration // the validity left after the drift margin
 	px      int64         // ms asked of each master
@@ -37,15 +38,19 @@ func (l *lease) TTL() time.Duration { return l.ttl }
 func (l *lease) Start() time.Time { return l.start }
 
 // Renew extends the lock by its TTL on every master that still holds this
-// lease's value. It succeeds when a majority did; it returns an error
-// wrapping backend.ErrLost when too many masters hold something else for
-// a majority, and backend.ErrUnavailable when too few answered to tell.
+// lease's value, and takes it on those where it is free and nobody was
+// granted it since this lease's grant (lua/renew.lua). It succeeds when a
+// majority did; it returns an error wrapping backend.ErrLost when too
+// many masters hold something else for a majority, and
+// backend.ErrUnavailable when too few answered to tell.
 func (l *lease) Renew(ctx context.Context) error {
-	keys := []string{l.names.lock, l.names.record}
+	ctx, cancel := context.WithTimeout(ctx, l.b.renewTimeout(l.ttl))
+	defer cancel()
+	keys := append(l.names.endedKeys(l.names.lock, l.names.record), l.names.sem[0])
 	rs := fanout(ctx, l.b.masters, func(ctx context.Context, m *master) (int64, error) {
-		return l.b.scripts.renew.Run(ctx, m.client, keys, l.value, l.px).Int64()
-	}, func(rs []reply[int64]) bool { return l.b.settled(tally(rs, ours)) })
-	return l.outcome("renew", rs)
+		return l.b.scripts.renew.Run(ctx, m.client, keys, l.value, l.px, l.token.String(), l.info).Int64()
+	}, func(rs []reply[int64]) bool { return l.b.settled(tally(rs, renewed)) })
+	return l.outcomeOf("renew", rs, renewed)
 }
 
 // Release gives the lock up on every master that holds this lease's value
@@ -78,6 +83,10 @@ func (l *lease) release(ctx context.Context, keep int64) error {
 
 func ours(n int64) bool { return n == 1 }
 
+// renewed tells renew.lua's replies that keep the lease on their master:
+// extended (1) or taken (2).
+func renewed(n int64) bool { return n == 1 || n == 2 }
+
 // outcome turns the masters' answers to a renewal into its error.
 func (l *lease) outcome(op string, rs []reply[int64]) error { return l.outcomeOf(op, rs, ours) }
 
@@ -100,9 +109,10 @@ func (l *lease) outcomeOf(op string, rs []reply[int64], ok func(int64) bool) err
 // grant call to that master returned (landed), until decided and a
 // little more (linger) for the last masters.
 func (b *Backend) releaseOn(ctx context.Context, ms []*master, n names, value string, keep int64, ttl time.Duration, landed map[*master]chan struct{}, decided func([]reply[int64]) bool) []reply[int64] {
-	keys := []string{n.lock, n.queue, n.record}
+	keys := n.endedKeys(n.lock, n.queue, n.record)
+	px := millis(ttl) + millis(drift(ttl))
 	return b.releaseWith(ctx, ms, ttl, landed, decided, func(ctx context.Context, m *master) (int64, error) {
-		return b.scripts.release.Run(ctx, m.client, keys, value, n.wake, keep).Int64()
+		return b.scripts.release.Run(ctx, m.client, keys, value, n.wake, keep, px).Int64()
 	})
 }
 

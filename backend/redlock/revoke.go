@@ -32,7 +32,7 @@ func (b *Backend) Revoke(ctx context.Context, key string, token backend.Token) e
 	// Every master is waited for (no early decision): a master left
 	// unmarked is one where the holder can still renew.
 	rs := fanout(ctx, b.masters, func(ctx context.Context, m *master) (int64, error) {
-		return b.scripts.revoke.Run(ctx, m.client, n.with(n.lock, n.record), token.String()).Int64()
+		return b.scripts.revoke.Run(ctx, m.client, n.with(n.endedKeys(n.lock, n.record)...), token.String(), millis(endedKeep)).Int64()
 	}, nil)
 	if got := answered(rs); got < b.quorum {
 		return b.noQuorum("revoke", key, got, errorsOf(rs))

@@ -26,6 +26,8 @@ var (
 	inspectLua string
 	//go:embed lua/revoke.lua
 	revokeLua string
+	//go:embed lua/ended.lua
+	endedLua string
 	//go:embed lua/sem_peek.lua
 	semPeekLua string
 	//go:embed lua/sem_grant.lua
@@ -49,12 +51,12 @@ func newScripts() scripts {
 	return scripts{
 		peek:       goredis.NewScript(lib + peekLua),
 		grant:      goredis.NewScript(lib + grantLua),
-		renew:      goredis.NewScript(lua.Lib + renewLua),
-		release:    goredis.NewScript(lua.Lib + releaseLua),
-		force:      goredis.NewScript(lib + forceLua),
-		holder:     goredis.NewScript(lib + holderLua),
+		renew:      goredis.NewScript(lua.Lib + endedLua + renewLua),
+		release:    goredis.NewScript(lua.Lib + endedLua + releaseLua),
+		force:      goredis.NewScript(lib + endedLua + forceLua),
+		holder:     goredis.NewScript(lib + endedLua + holderLua),
 		inspect:    goredis.NewScript(lib + inspectLua),
-		revoke:     goredis.NewScript(lib + revokeLua),
+		revoke:     goredis.NewScript(lib + endedLua + revokeLua),
 		semPeek:    goredis.NewScript(lib + semPeekLua),
 		semGrant:   goredis.NewScript(lib + semGrantLua),
 		semRenew:   goredis.NewScript(lib + semRenewLua),

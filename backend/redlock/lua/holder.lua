@@ -1,12 +1,16 @@
 -- Breaks, on one master, the one holder of a key whose token is the given
 -- one: the plain lock's holder, or one holder of a semaphore, and wakes
--- the waiters that may take its place. The token counter stays.
--- KEYS: lock, waiters' queue, holder record, then a semaphore's parts
---       (see package redis's sem.lua). ARGV: token (decimal), waiters'
---       channel prefix.
+-- the waiters that may take its place. The token counter stays; the
+-- grant is recorded as ended here for keep ms (ended.lua), also where it
+-- is not found.
+-- KEYS: lock, waiters' queue, holder record, the ended grants' three
+--       (see ended.lua), then a semaphore's parts (see package redis's
+--       sem.lua). ARGV: token (decimal), waiters' channel prefix, keep
+--       in ms.
 -- Returns 1 when a holder was broken here, else 0. Tokens are compared as
 -- text, so no Lua number rounds them.
 local token, wake = ARGV[1], ARGV[2]
+ended(ended_keys(4), token, tonumber(ARGV[3]))
 local cur = redis.call('GET', KEYS[1])
 if cur then
   if sem_token_of(cur) ~= token then
@@ -16,7 +20,7 @@ if cur then
   wake_next(KEYS[2], wake)
   return 1
 end
-local S = sem_keys(4)
+local S = sem_keys(7)
 local ms = ms_of(now_us())
 for _, v in ipairs(redis.call('ZRANGEBYSCORE', S.slots, '(' .. int(ms), '+inf')) do
   if sem_token_of(v) == token then

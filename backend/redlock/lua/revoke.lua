@@ -3,9 +3,12 @@
 -- expiry there: its renewal fails here, anyone else finds the key taken
 -- here, and its own release frees it here at once (see release.lua,
 -- sem_release.lua). Nothing is freed, so nobody is woken; the token
--- counter stays.
--- KEYS: lock, holder record, then a semaphore's parts (see package
---       redis's sem.lua). ARGV: token (decimal; '0': every holder).
+-- counter stays. The grant is recorded as ended here (ended.lua), also
+-- where it is not found: where the holder lost its copy, its renewal
+-- cannot take this master back after the revoke.
+-- KEYS: lock, holder record, the ended grants' three (see ended.lua),
+--       then a semaphore's parts (see package redis's sem.lua).
+-- ARGV: token (decimal; '0': every holder), keep in ms.
 -- Returns 1 when a holder was marked here, else 0. Tokens are compared as
 -- text.
 --
@@ -16,6 +19,7 @@
 -- mark is "2" in its record's RELEASED place, which older lockruns read as
 -- released.
 local lock, record, token = KEYS[1], KEYS[2], ARGV[1]
+ended(ended_keys(3), token, tonumber(ARGV[2]))
 local cur = redis.call('GET', lock)
 if cur then
   if token ~= '0' and sem_token_of(cur) ~= token then
@@ -32,7 +36,7 @@ if cur then
   end
   return 1
 end
-local S = sem_keys(3)
+local S = sem_keys(6)
 local found = 0
 for _, v in ipairs(redis.call('ZRANGEBYSCORE', S.slots, '(' .. int(ms_of(now_us())), '+inf')) do
   if token == '0' or sem_token_of(v) == token then
