@@ -137,12 +137,17 @@ func (b *Backend) giveBack(l backend.Lease) {
 	_ = l.Release(ctx)
 }
 
-// renewTimeout bounds each round of a renewal, half a default heartbeat:
-// a round that a master cannot decide (one ours, one not ours yet free
-// soon, one cut off) ends in time for the heartbeat to try again, and the
-// retry may take back the master that was not ours (lua/renew.lua).
-func (b *Backend) renewTimeout(ttl time.Duration) time.Duration {
-	return max(min(b.opt.ReadTimeout, ttl/6), 10*time.Millisecond)
+// renewTimeout bounds a round of a renewal whose deadline is ctx's: half
+// the time left, or half a default heartbeat if that is longer. A round
+// that a master cannot decide (one ours, one not ours but soon free, one
+// cut off) so ends in time for the heartbeat to try again, and the retry
+// may take back the master that was not ours (lua/renew.lua).
+func (b *Backend) renewTimeout(ctx context.Context, ttl time.Duration) time.Duration {
+	d := min(b.opt.ReadTimeout, ttl/6)
+	if dl, ok := ctx.Deadline(); ok {
+		d = max(d, time.Until(dl)/2)
+	}
+	return max(d, 10*time.Millisecond)
 }
 
 // callTimeout bounds each round of calls of an acquire: a master that

@@ -83,7 +83,7 @@ type round struct {
 func (b *Backend) grant(ctx context.Context, r *request, value string, token backend.Token) round {
 	ctx, stop := detached(ctx, b.callTimeout(r.o.TTL))
 	defer stop()
-	keys := r.names.with(r.names.lock, r.names.counter, r.names.queue, r.names.record)
+	keys := r.names.with(r.names.endedKeys(r.names.lock, r.names.counter, r.names.queue, r.names.record)...)
 	args := []any{value, r.px, token.String(), r.o.RunID, r.waiter, r.info, r.names.wake} // copied: late calls outlive this one
 	return b.grantWith(ctx, b.scripts.grant, keys, args)
 }

@@ -44,7 +44,7 @@ func (l *lease) Start() time.Time { return l.start }
 // many masters hold something else for a majority, and
 // backend.ErrUnavailable when too few answered to tell.
 func (l *lease) Renew(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, l.b.renewTimeout(l.ttl))
+	ctx, cancel := context.WithTimeout(ctx, l.b.renewTimeout(ctx, l.ttl))
 	defer cancel()
 	keys := append(l.names.endedKeys(l.names.lock, l.names.record), l.names.sem[0])
 	rs := fanout(ctx, l.b.masters, func(ctx context.Context, m *master) (int64, error) {

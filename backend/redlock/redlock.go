@@ -71,7 +71,7 @@ var (
 // the holder's record.
 type names struct {
 	lock, counter, queue, record string
-	ended, endFloor              string // see lua/ended.lua
+	ended, endFloor, refused     string // the grant history: see lua/ended.lua
 	wake                         string // prefix of the waiters' channels
 	// sem is a semaphore's parts, as package redis lays them out (limit,
 	// slots, records, queue, queue entries' ends), and slotOf its slot
@@ -82,7 +82,7 @@ type names struct {
 
 func (b *Backend) names(key string) names {
 	base := b.prefix + "{" + key + "}:"
-	return names{lock: base + "lock", counter: base + "token", queue: base + "queue", record: base + "holder", ended: base + "ended", endFloor: base + "endfloor", wake: base + "wake:",
+	return names{lock: base + "lock", counter: base + "token", queue: base + "queue", record: base + "holder", ended: base + "ended", endFloor: base + "endfloor", refused: base + "refused", wake: base + "wake:",
 		sem: []string{base + "limit", base + "slots", base + "slotrec", base + "slotq", base + "slotqend"}, slotOf: base + "slotof"}
 }
 
@@ -92,7 +92,7 @@ func (n names) with(keys ...string) []string { return append(keys, n.sem...) }
 
 // endedKeys are the keys lua/ended.lua reads, in its order, after keys.
 func (n names) endedKeys(keys ...string) []string {
-	return append(keys, n.counter, n.ended, n.endFloor)
+	return append(keys, n.counter, n.ended, n.endFloor, n.refused)
 }
 
 // endedKeep is how long a grant ended on a master where its lease's TTL is

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"strings"
@@ -11,34 +12,55 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/lockrun/lockrun/backend"
-	"github.com/lockrun/lockrun/internal/backendtest"
 	"github.com/lockrun/lockrun/internal/redistest"
 )
 
-// bareMajority grants alice "k" on three fresh masters, then puts another
-// run's grant in its place on the third, as when that run's grant landed
-// there first: alice's lease is held by a bare majority. It returns the
+// bareMajority grants alice "k" on the first two of three fresh masters:
+// between the peek and the grant another run's grant (one that no
+// majority gave) took the third, which refuses alice's. It returns the
 // masters, the backend, the lease and a client of the third master,
 // whose foreign lock the caller frees.
 func bareMajority(t *testing.T) ([]*redistest.Server, *Backend, *lease, *goredis.Client) {
 	t.Helper()
 	srv := masters(t, 3)
 	b := open(t, urlOf(srv))
+	spare := srv[2].Client(t)
 	o := opts("alice", 2*time.Second)
 	o.Info.Command = "backfill --day 2026-12-01"
-	l := backendtest.MustAcquire(t, b, "k", o).(*lease)
-	spare := srv[2].Client(t)
-	if err := spare.Set(t.Context(), b.names("k").lock, "1 run-mallory mallory", time.Minute).Err(); err != nil {
+	info, _ := json.Marshal(o.Info)
+	r := &request{key: "k", names: b.names("k"), o: o, px: millis(o.TTL) + millis(drift(o.TTL)), info: string(info)}
+	if err := spare.Set(t.Context(), r.names.lock, "1 run-mallory mallory", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
-	return srv, b, l, spare
+	start := time.Now()
+	token := backend.Token(start.UnixMicro())
+	value := token.String() + " " + o.RunID + " " + o.Holder
+	a, err := b.granted(r, value, token, start, b.grant(t.Context(), r, value, token), func() {})
+	if err != nil || a.lease == nil {
+		t.Fatalf("grant on two of three masters: %+v, %v", a, err)
+	}
+	if v := spare.Get(t.Context(), r.names.lock).Val(); v == value {
+		t.Fatal("the third master granted the lock over another run's")
+	}
+	return srv, b, a.lease.(*lease), spare
+}
+
+// renewOn runs l's renewal script on one master and returns its reply.
+func renewOn(t *testing.T, l *lease, c *goredis.Client) int64 {
+	t.Helper()
+	keys := append(l.names.endedKeys(l.names.lock, l.names.record), l.names.sem[0])
+	n, err := l.b.scripts.renew.Run(t.Context(), c, keys, l.value, l.px, l.token.String(), l.info).Int64()
+	if err != nil {
+		t.Fatalf("renew.lua: %v", err)
+	}
+	return n
 }
 
 // A lease granted by a bare majority takes the spare master back at its
-// next renewal once that master is free, so that one master failing
-// afterwards does not cost it the lock: also when a later acquire raised
-// the counter there, or was granted there alone and gave it back (the
-// fault harness's redlock-1of3 blackhole lost lockruns so).
+// next renewal once the other run gave it back, so that one master
+// failing afterwards does not cost it the lock (the fault harness's
+// redlock-1of3 blackhole lost lockruns so); also when a later acquire
+// raised the counter there, or was granted there alone and gave it back.
 func TestRenewTakesBackAFreedMaster(t *testing.T) {
 	for _, c := range []struct {
 		name  string
@@ -49,14 +71,14 @@ func TestRenewTakesBackAFreedMaster(t *testing.T) {
 			spare.Set(ctx, n.counter, later, 0) // a grant refused there
 		}},
 		{"higher-grant-given-back", func(ctx context.Context, spare *goredis.Client, n names, later string) {
-			spare.Set(ctx, n.counter, later, 0) // granted there, no majority: released
+			spare.Set(ctx, n.counter, later, 0) // granted there, no majority: given back
 			spare.ZAdd(ctx, n.ended, goredis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: later})
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv, b, l, spare := bareMajority(t)
 			n := b.names("k")
-			spare.Del(t.Context(), n.lock)
+			spare.Del(t.Context(), n.lock, n.record)
 			c.since(t.Context(), spare, n, (l.Token() + 1000).String())
 			srv[0].Freeze()
 			defer srv[0].Thaw()
@@ -75,46 +97,56 @@ func TestRenewTakesBackAFreedMaster(t *testing.T) {
 	}
 }
 
-// A lease does not take back a master where its own grant ended (its
-// release reached it, say, before a late renewal did), nor one that its
-// grant round never reached.
-func TestRenewDoesNotTakeBackWhereItEnded(t *testing.T) {
+// A lease never takes back a master whose grant it got (a master that
+// lost the lease's copy there), one that its grant round never reached,
+// nor one where its grant ended: released, released by token, or broken.
+// Each script's own write is what refuses the take.
+func TestRenewDoesNotTakeBackWhereItMayNot(t *testing.T) {
+	ctx := context.Background()
 	for _, c := range []struct {
-		name  string
-		since func(ctx context.Context, spare *goredis.Client, n names, token string)
+		name   string
+		master int // whose reply to the renewal is checked
+		end    func(t *testing.T, b *Backend, l *lease, spare *goredis.Client)
 	}{
-		{"released-there", func(ctx context.Context, spare *goredis.Client, n names, token string) {
-			spare.ZAdd(ctx, n.ended, goredis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: token})
+		{"granted-there", 1, func(t *testing.T, b *Backend, l *lease, spare *goredis.Client) {
+			b.masters[1].client.Del(ctx, l.names.lock)
 		}},
-		{"broken-there", func(ctx context.Context, spare *goredis.Client, n names, token string) {
-			spare.Set(ctx, n.endFloor, token, 0)
+		{"never-reached", 2, func(t *testing.T, b *Backend, l *lease, spare *goredis.Client) {
+			spare.Del(ctx, l.names.refused)
 		}},
-		{"never-reached", func(ctx context.Context, spare *goredis.Client, n names, _ string) {
-			spare.Set(ctx, n.counter, "1", 0)
+		{"released", 2, func(t *testing.T, b *Backend, l *lease, spare *goredis.Client) {
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"released-by-token", 2, func(t *testing.T, b *Backend, l *lease, spare *goredis.Client) {
+			if err := b.ReleaseHolder(ctx, "k", l.Token()); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"broken", 2, func(t *testing.T, b *Backend, l *lease, spare *goredis.Client) {
+			if err := b.ForceRelease(ctx, "k"); err != nil {
+				t.Fatal(err)
+			}
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			srv, b, l, spare := bareMajority(t)
-			n := b.names("k")
-			spare.Del(t.Context(), n.lock)
-			c.since(t.Context(), spare, n, l.Token().String())
-			srv[0].Freeze()
-			defer srv[0].Thaw()
-			ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
-			defer cancel()
-			if err := l.Renew(ctx); !errors.Is(err, backend.ErrUnavailable) {
-				t.Errorf("Renew = %v, want ErrUnavailable (one master ours, one not, one frozen)", err)
+			_, b, l, spare := bareMajority(t)
+			spare.Del(ctx, l.names.lock) // the other run gives its grant back
+			c.end(t, b, l, spare)
+			if n := renewOn(t, l, b.masters[c.master].client); n != 0 {
+				t.Errorf("renew.lua on master %d = %d, want 0 (not ours)", c.master, n)
 			}
-			if v := spare.Get(t.Context(), n.lock).Val(); v != "" {
-				t.Errorf("the third master holds %q, want it free", v)
+			if v := b.masters[c.master].client.Get(ctx, l.names.lock).Val(); v != "" {
+				t.Errorf("master %d holds %q, want it free", c.master, v)
 			}
 		})
 	}
 }
 
 // A revoke that missed a master where the holder keeps the lock is not
-// undone by the holder taking a free master: the revoke raised the token
-// counter on every master it reached.
+// undone by the holder taking a free master: the revoke recorded the
+// grant as ended on every master it reached.
 func TestRenewDoesNotUndoARevoke(t *testing.T) {
 	for _, c := range []struct {
 		name  string

@@ -50,7 +50,7 @@ func newScripts() scripts {
 	lib := lua.Lib + lua.Sem
 	return scripts{
 		peek:       goredis.NewScript(lib + peekLua),
-		grant:      goredis.NewScript(lib + grantLua),
+		grant:      goredis.NewScript(lib + endedLua + grantLua),
 		renew:      goredis.NewScript(lua.Lib + endedLua + renewLua),
 		release:    goredis.NewScript(lua.Lib + endedLua + releaseLua),
 		force:      goredis.NewScript(lib + endedLua + forceLua),

@@ -1,27 +1,44 @@
--- The grants of a key that ended on one master (given up, broken or
--- revoked there), for renew.lua, which takes a master where the lock is
--- free back for a lease unless that lease's grant ended there. Each
--- script passes three keys in a row, read with ended_keys: the token
--- counter; a sorted set of the tokens of single grants that ended, each
--- scored with the master's clock in ms until which it counts (until the
--- grant would have expired anyway); and a token at or below which every
--- grant ended here for good (a force, a revoke of every holder).
+-- A key's grant history on one master, for renew.lua, which takes a
+-- master where the lock is free back for a lease whose grant this master
+-- refused (it was held by another acquirer's grant, since given back),
+-- unless that lease's grant ended here. Each script passes four keys in
+-- a row, read with ended_keys: the token counter; two sorted sets of
+-- tokens, each scored with the master's clock in ms until which it
+-- counts (about when that grant would have expired anyway), the grants
+-- that ended here (given up, broken, revoked) and the grants refused
+-- here; and a token at or below which every grant ended here for good (a
+-- force, a revoke of every holder).
 
 local function ended_keys(i)
-  return {counter = KEYS[i], tokens = KEYS[i + 1], floor = KEYS[i + 2]}
+  return {counter = KEYS[i], tokens = KEYS[i + 1], floor = KEYS[i + 2], refused = KEYS[i + 3]}
 end
 
 local function now_ms()
   return math.floor(now_us() / 1000)
 end
 
+-- note adds token to the sorted set key for keep ms (never shortening an
+-- entry), drops the entries that no longer count, and lets the set
+-- expire with its last entry.
+local function note(key, token, keep)
+  local now = now_ms()
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+  redis.call('ZADD', key, 'GT', now + keep, token)
+  if redis.call('PTTL', key) < keep then
+    redis.call('PEXPIRE', key, keep)
+  end
+end
+
+local function counts(key, token)
+  local until_ms = redis.call('ZSCORE', key, token)
+  return until_ms ~= false and tonumber(until_ms) > now_ms()
+end
+
 -- ended records that the grant of token ended here, for keep ms; token
 -- '0' ends every grant up to the counter, for good.
 local function ended(E, token, keep)
-  local now = now_ms()
-  redis.call('ZREMRANGEBYSCORE', E.tokens, '-inf', now)
   if token ~= '0' then
-    redis.call('ZADD', E.tokens, now + keep, token)
+    note(E.tokens, token, keep)
     return
   end
   local last = redis.call('GET', E.counter)
@@ -30,12 +47,17 @@ local function ended(E, token, keep)
   end
 end
 
--- was_ended tells whether the grant of token ended here.
-local function was_ended(E, token)
+-- refused records that the grant of token was refused here, for keep ms.
+local function refused(E, token, keep)
+  note(E.refused, token, keep)
+end
+
+-- may_take tells whether the lease of token may take this master back:
+-- its grant was refused here and has not ended here.
+local function may_take(E, token)
   local floor = redis.call('GET', E.floor)
   if floor and not below(floor, token) then
-    return true
+    return false
   end
-  local until_ms = redis.call('ZSCORE', E.tokens, token)
-  return until_ms ~= false and tonumber(until_ms) > now_ms()
+  return counts(E.refused, token) and not counts(E.tokens, token)
 end

@@ -1,7 +1,7 @@
 -- Breaks the lock on one master whoever holds it: the plain lock or every
 -- holder of a semaphore, and wakes the next waiters; the token counter
 -- stays, and every grant up to it is recorded as ended (ended.lua).
--- KEYS: lock, waiters' queue, holder record, the ended grants' three
+-- KEYS: lock, waiters' queue, holder record, the grant history's four
 --       (see ended.lua), then a semaphore's parts (see package redis's
 --       sem.lua). ARGV: waiters' channel prefix.
 -- Returns 1 when something was broken, 0 when the key was free.
@@ -11,7 +11,7 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   wake_next(KEYS[2], ARGV[1])
   return 1
 end
-local S = sem_keys(7)
+local S = sem_keys(8)
 if redis.call('ZCARD', S.slots) == 0 then
   return 0
 end

@@ -1,8 +1,11 @@
 -- Takes the lock on one master when it is free (or held by an earlier
 -- attempt of the same run) and the token is above every token this
 -- master has recorded: tokens granted by one master strictly increase.
--- KEYS: lock, token counter, waiters' queue, holder record, then a
---       semaphore's parts (see package redis's sem.lua).
+-- A grant refused because another run holds the lock is recorded in the
+-- grant history (ended.lua): renew.lua may take this master back for it.
+-- KEYS: lock, token counter, waiters' queue, holder record, the grant
+--       history's four (see ended.lua), then a semaphore's parts (see
+--       package redis's sem.lua).
 -- ARGV: value ("TOKEN RUN HOLDER"), px in ms, token (decimal), run id,
 --       waiter id ('' when not queued), holder info (JSON), waiters'
 --       channel prefix.
@@ -15,8 +18,8 @@
 local lock, counter, queue, record = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local value, px, token, run, waiter, info = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 
-if redis.call('EXISTS', KEYS[5]) == 1 then
-  local S = sem_keys(5)
+if redis.call('EXISTS', KEYS[9]) == 1 then
+  local S = sem_keys(9)
   sem_prune(S, ARGV[7], ms_of(now_us()))
   local have = redis.call('GET', S.limit)
   if have then
@@ -37,6 +40,9 @@ if cur and (revoked or cur ~= value and string.match(cur, '^%d+ (%S*) ') ~= run)
   if above then
     redis.call('SET', counter, token)
   end
+  -- For two TTLs: the other grant's copy expires within one, and the next
+  -- renewal after that takes this master.
+  refused(ended_keys(5), token, 2 * tonumber(px))
   return {0, cur, redis.call('PTTL', lock)}
 end
 if cur ~= value then

@@ -3,7 +3,7 @@
 -- the waiters that may take its place. The token counter stays; the
 -- grant is recorded as ended here for keep ms (ended.lua), also where it
 -- is not found.
--- KEYS: lock, waiters' queue, holder record, the ended grants' three
+-- KEYS: lock, waiters' queue, holder record, the grant history's four
 --       (see ended.lua), then a semaphore's parts (see package redis's
 --       sem.lua). ARGV: token (decimal), waiters' channel prefix, keep
 --       in ms.
@@ -20,7 +20,7 @@ if cur then
   wake_next(KEYS[2], wake)
   return 1
 end
-local S = sem_keys(7)
+local S = sem_keys(8)
 local ms = ms_of(now_us())
 for _, v in ipairs(redis.call('ZRANGEBYSCORE', S.slots, '(' .. int(ms), '+inf')) do
   if sem_token_of(v) == token then

@@ -5,14 +5,17 @@
 -- Either way, and whether or not the lock was ours here, the lease's
 -- grant is recorded as ended here (ended.lua) for px ms: renew.lua never
 -- takes this master back for it.
--- KEYS: lock, waiters' queue, holder record, the ended grants' three
+-- KEYS: lock, waiters' queue, holder record, the grant history's four
 --       (see ended.lua).
 -- ARGV: value, waiters' channel prefix, keep in ms (0: now), px in ms.
 -- A revoked lease (see revoke.lua) frees the lock here at once, minimum
 -- hold or not.
 -- Returns 1 when released (or left to expire), 2 when released after a
 -- revoke, 0 when not ours there.
-ended(ended_keys(4), string.match(ARGV[1], '^(%d+) ') or '0', tonumber(ARGV[4]))
+local token = string.match(ARGV[1], '^(%d+) ')
+if token then
+  ended(ended_keys(4), token, tonumber(ARGV[4]))
+end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end

@@ -1,13 +1,14 @@
 -- Extends the lock on one master while it holds this lease's value and
 -- was not released into its minimum hold (the record's mark). Where the
--- lock is free, this lease's grant round reached this master (its
--- counter is at least the token), the key is no semaphore here and this
--- lease's grant did not end here (ended.lua), it takes the lock, as a
--- grant that came late: a lease granted by a bare majority gets its
--- spare master back, so that one master failing next does not cost it
--- the lock. (While the lease holds a majority, nobody else can; a grant
--- of a higher token here since then was one that no majority gave.)
--- KEYS: lock, holder record, the ended grants' three (see ended.lua),
+-- lock is free, the key is no semaphore here, this master refused this
+-- lease's grant (another acquirer's grant held it then, one that no
+-- majority gave) and the grant did not end here since (ended.lua), it
+-- takes the lock, as a grant that came late: a lease granted by a bare
+-- majority gets its spare master back, so that one master failing next
+-- does not cost it the lock. Only refused masters are taken, fewer than
+-- a majority: a renewal that succeeds extended the lease on at least one
+-- master that granted it.
+-- KEYS: lock, holder record, the grant history's four (see ended.lua),
 --       semaphore limit.
 -- ARGV: value, px in ms, token (decimal), holder info (JSON).
 -- Returns 1 when extended, 2 when taken, 0 when not ours there.
@@ -23,11 +24,7 @@ if cur == value then
   redis.call('PEXPIRE', record, px)
   return 1
 end
-if cur or redis.call('EXISTS', KEYS[6]) == 1 then
-  return 0
-end
-local last = redis.call('GET', E.counter)
-if not last or below(last, token) or was_ended(E, token) then
+if cur or redis.call('EXISTS', KEYS[7]) == 1 or not may_take(E, token) then
   return 0
 end
 redis.call('SET', lock, value, 'PX', px)

@@ -6,7 +6,7 @@
 -- counter stays. The grant is recorded as ended here (ended.lua), also
 -- where it is not found: where the holder lost its copy, its renewal
 -- cannot take this master back after the revoke.
--- KEYS: lock, holder record, the ended grants' three (see ended.lua),
+-- KEYS: lock, holder record, the grant history's four (see ended.lua),
 --       then a semaphore's parts (see package redis's sem.lua).
 -- ARGV: token (decimal; '0': every holder), keep in ms.
 -- Returns 1 when a holder was marked here, else 0. Tokens are compared as
@@ -36,7 +36,7 @@ if cur then
   end
   return 1
 end
-local S = sem_keys(6)
+local S = sem_keys(7)
 local found = 0
 for _, v in ipairs(redis.call('ZRANGEBYSCORE', S.slots, '(' .. int(ms_of(now_us())), '+inf')) do
   if token == '0' or sem_token_of(v) == token then
