@@ -137,19 +137,6 @@ func (b *Backend) giveBack(l backend.Lease) {
 	_ = l.Release(ctx)
 }
 
-// renewTimeout bounds a round of a renewal whose deadline is ctx's: half
-// the time left, or half a default heartbeat if that is longer. A round
-// that a master cannot decide (one ours, one not ours but soon free, one
-// cut off) so ends in time for the heartbeat to try again, and the retry
-// may take back the master that was not ours (lua/renew.lua).
-func (b *Backend) renewTimeout(ctx context.Context, ttl time.Duration) time.Duration {
-	d := min(b.opt.ReadTimeout, ttl/6)
-	if dl, ok := ctx.Deadline(); ok {
-		d = max(d, time.Until(dl)/2)
-	}
-	return max(d, 10*time.Millisecond)
-}
-
 // callTimeout bounds each round of calls of an acquire: a master that
 // does not answer within a third of the TTL is skipped, as Redlock asks,
 // so that a dead master does not eat the lease's validity.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockrun/lockrun/backend"
@@ -25,6 +26,7 @@ type lease struct {
 	granted time.Time     // after a majority's grants came back
 	minHold time.Duration
 	landed  map[*master]chan struct{} // see round
+	refused map[*master]bool          // masters that refused the grant, heard before it was decided
 }
 
 // Token is the fencing token of this grant.
@@ -38,19 +40,53 @@ func (l *lease) TTL() time.Duration { return l.ttl }
 func (l *lease) Start() time.Time { return l.start }
 
 // Renew extends the lock by its TTL on every master that still holds this
-// lease's value, and takes it on those where it is free and nobody was
-// granted it since this lease's grant (lua/renew.lua). It succeeds when a
+// lease's value, and takes it back on a master that refused this lease's
+// grant once the lock is free there (lua/renew.lua). It succeeds when a
 // majority did; it returns an error wrapping backend.ErrLost when too
 // many masters hold something else for a majority, and
 // backend.ErrUnavailable when too few answered to tell.
 func (l *lease) Renew(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, l.b.renewTimeout(ctx, l.ttl))
-	defer cancel()
 	keys := append(l.names.endedKeys(l.names.lock, l.names.record), l.names.sem[0])
+	var lost atomic.Bool // a master that granted the lease no longer has it
 	rs := fanout(ctx, l.b.masters, func(ctx context.Context, m *master) (int64, error) {
-		return l.b.scripts.renew.Run(ctx, m.client, keys, l.value, l.px, l.token.String(), l.info).Int64()
+		if !l.refused[m] {
+			n, err := l.renewOn(ctx, m, keys, "0")
+			if err == nil && n == 0 {
+				lost.Store(true)
+			}
+			return n, err
+		}
+		return l.takeBack(ctx, m, keys, &lost)
 	}, func(rs []reply[int64]) bool { return l.b.settled(tally(rs, renewed)) })
 	return l.outcomeOf("renew", rs, renewed)
+}
+
+// takeBack renews on a master that refused the lease's grant, and while
+// the lock is still another's there, tries again every little while: a
+// grant that no majority gave is given back soon. It stops once a master
+// that granted the lease says it lost it there (lost), when the round
+// then cannot be decided by waiting.
+func (l *lease) takeBack(ctx context.Context, m *master, keys []string, lost *atomic.Bool) (int64, error) {
+	pause := min(max(l.ttl/20, 5*time.Millisecond), 50*time.Millisecond)
+	for {
+		n, err := l.renewOn(ctx, m, keys, "1")
+		if err != nil || n != 0 || lost.Load() {
+			return n, err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return n, nil
+		case <-t.C:
+		}
+	}
+}
+
+// renewOn runs renew.lua on m; take is "1" where the lease may take the
+// lock back.
+func (l *lease) renewOn(ctx context.Context, m *master, keys []string, take string) (int64, error) {
+	return l.b.scripts.renew.Run(ctx, m.client, keys, l.value, l.px, l.token.String(), l.info, take).Int64()
 }
 
 // Release gives the lock up on every master that holds this lease's value

@@ -96,8 +96,9 @@ func (n names) endedKeys(keys ...string) []string {
 }
 
 // endedKeep is how long a grant ended on a master where its lease's TTL is
-// unknown counts as ended there: as long as any lease can be.
-const endedKeep = 8760 * time.Hour
+// unknown counts as ended there: longer than any refusal of a grant counts
+// (two TTLs, see lua/grant.lua), whatever lockrun's TTL (at most a year).
+const endedKeep = 3 * 8760 * time.Hour
 
 // errMalformed means a reply or a stored value is not what lockrun writes:
 // someone else uses the same keys.

@@ -42,14 +42,21 @@ func bareMajority(t *testing.T) ([]*redistest.Server, *Backend, *lease, *goredis
 	if v := spare.Get(t.Context(), r.names.lock).Val(); v == value {
 		t.Fatal("the third master granted the lock over another run's")
 	}
-	return srv, b, a.lease.(*lease), spare
+	l := a.lease.(*lease)
+	if !l.refused[b.masters[2]] || len(l.refused) != 1 {
+		t.Fatalf("the lease heard refusals from %v, want the third master's alone", l.refused)
+	}
+	return srv, b, l, spare
 }
 
-// renewOn runs l's renewal script on one master and returns its reply.
-func renewOn(t *testing.T, l *lease, c *goredis.Client) int64 {
+// renewOn runs l's renewal script on master i, as Renew does, and returns
+// its reply.
+func renewOn(t *testing.T, l *lease, i int) int64 {
 	t.Helper()
+	m := l.b.masters[i]
+	take := map[bool]string{true: "1", false: "0"}[l.refused[m]]
 	keys := append(l.names.endedKeys(l.names.lock, l.names.record), l.names.sem[0])
-	n, err := l.b.scripts.renew.Run(t.Context(), c, keys, l.value, l.px, l.token.String(), l.info).Int64()
+	n, err := l.renewOn(t.Context(), m, keys, take)
 	if err != nil {
 		t.Fatalf("renew.lua: %v", err)
 	}
@@ -67,6 +74,10 @@ func TestRenewTakesBackAFreedMaster(t *testing.T) {
 		since func(ctx context.Context, spare *goredis.Client, n names, later string)
 	}{
 		{"freed", func(context.Context, *goredis.Client, names, string) {}},
+		{"freed-during-the-round", func(ctx context.Context, spare *goredis.Client, n names, _ string) {
+			spare.Set(ctx, n.lock, "1 run-mallory mallory", time.Minute)
+			time.AfterFunc(200*time.Millisecond, func() { spare.Del(context.Background(), n.lock) })
+		}},
 		{"counter-raised", func(ctx context.Context, spare *goredis.Client, n names, later string) {
 			spare.Set(ctx, n.counter, later, 0) // a grant refused there
 		}},
@@ -98,9 +109,11 @@ func TestRenewTakesBackAFreedMaster(t *testing.T) {
 }
 
 // A lease never takes back a master whose grant it got (a master that
-// lost the lease's copy there), one that its grant round never reached,
-// nor one where its grant ended: released, released by token, or broken.
-// Each script's own write is what refuses the take.
+// lost the lease's copy there), one whose refusal it did not hear before
+// its grant was decided, one that lost its record of the refusal (as
+// when restarted empty), nor one where its grant ended: released,
+// released by token, or broken. Each script's own write is what refuses
+// the take.
 func TestRenewDoesNotTakeBackWhereItMayNot(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range []struct {
@@ -111,7 +124,10 @@ func TestRenewDoesNotTakeBackWhereItMayNot(t *testing.T) {
 		{"granted-there", 1, func(t *testing.T, b *Backend, l *lease, spare *goredis.Client) {
 			b.masters[1].client.Del(ctx, l.names.lock)
 		}},
-		{"never-reached", 2, func(t *testing.T, b *Backend, l *lease, spare *goredis.Client) {
+		{"refusal-not-heard", 2, func(t *testing.T, b *Backend, l *lease, spare *goredis.Client) {
+			l.refused = map[*master]bool{}
+		}},
+		{"refusal-forgotten", 2, func(t *testing.T, b *Backend, l *lease, spare *goredis.Client) {
 			spare.Del(ctx, l.names.refused)
 		}},
 		{"released", 2, func(t *testing.T, b *Backend, l *lease, spare *goredis.Client) {
@@ -134,7 +150,7 @@ func TestRenewDoesNotTakeBackWhereItMayNot(t *testing.T) {
 			_, b, l, spare := bareMajority(t)
 			spare.Del(ctx, l.names.lock) // the other run gives its grant back
 			c.end(t, b, l, spare)
-			if n := renewOn(t, l, b.masters[c.master].client); n != 0 {
+			if n := renewOn(t, l, c.master); n != 0 {
 				t.Errorf("renew.lua on master %d = %d, want 0 (not ours)", c.master, n)
 			}
 			if v := b.masters[c.master].client.Get(ctx, l.names.lock).Val(); v != "" {

@@ -18,12 +18,15 @@ local function now_ms()
 end
 
 -- note adds token to the sorted set key for keep ms (never shortening an
--- entry), drops the entries that no longer count, and lets the set
--- expire with its last entry.
+-- entry: ZADD GT is Redis 6.2's), drops the entries that no longer count,
+-- and lets the set expire with its last entry.
 local function note(key, token, keep)
   local now = now_ms()
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
-  redis.call('ZADD', key, 'GT', now + keep, token)
+  local have = redis.call('ZSCORE', key, token)
+  if not have or tonumber(have) < now + keep then
+    redis.call('ZADD', key, now + keep, token)
+  end
   if redis.call('PTTL', key) < keep then
     redis.call('PEXPIRE', key, keep)
   end
@@ -35,7 +38,9 @@ local function counts(key, token)
 end
 
 -- ended records that the grant of token ended here, for keep ms; token
--- '0' ends every grant up to the counter, for good.
+-- '0' ends every grant up to the counter, for good. (A refusal raised the
+-- counter to its token, or found it higher: every grant refused here
+-- before is at or below it.)
 local function ended(E, token, keep)
   if token ~= '0' then
     note(E.tokens, token, keep)
@@ -53,7 +58,10 @@ local function refused(E, token, keep)
 end
 
 -- may_take tells whether the lease of token may take this master back:
--- its grant was refused here and has not ended here.
+-- its grant was refused here and has not ended here. (The client takes
+-- back only a master whose refusal it heard before its grant was decided,
+-- so before anything could end the grant; that both agree guards against
+-- a master restarted empty.)
 local function may_take(E, token)
   local floor = redis.call('GET', E.floor)
   if floor and not below(floor, token) then

@@ -10,7 +10,8 @@
 -- master that granted it.
 -- KEYS: lock, holder record, the grant history's four (see ended.lua),
 --       semaphore limit.
--- ARGV: value, px in ms, token (decimal), holder info (JSON).
+-- ARGV: value, px in ms, token (decimal), holder info (JSON), '1' where
+--       the client heard this master refuse the grant (else '0').
 -- Returns 1 when extended, 2 when taken, 0 when not ours there.
 local lock, record, E = KEYS[1], KEYS[2], ended_keys(3)
 local value, px, token = ARGV[1], ARGV[2], ARGV[3]
@@ -24,7 +25,7 @@ if cur == value then
   redis.call('PEXPIRE', record, px)
   return 1
 end
-if cur or redis.call('EXISTS', KEYS[7]) == 1 or not may_take(E, token) then
+if cur or ARGV[5] ~= '1' or redis.call('EXISTS', KEYS[7]) == 1 or not may_take(E, token) then
   return 0
 end
 redis.call('SET', lock, value, 'PX', px)
