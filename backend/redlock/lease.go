@@ -26,7 +26,7 @@ type lease struct {
 	granted time.Time     // after a majority's grants came back
 	minHold time.Duration
 	landed  map[*master]chan struct{} // see round
-	refused map[*master]bool          // masters that refused the grant, heard before it was decided
+	refused map[*master]bool          // masters whose refusal of the grant its round heard
 }
 
 // Token is the fencing token of this grant.
@@ -48,6 +48,8 @@ func (l *lease) Start() time.Time { return l.start }
 func (l *lease) Renew(ctx context.Context) error {
 	keys := append(l.names.endedKeys(l.names.lock, l.names.record), l.names.sem[0])
 	var lost atomic.Bool // a master that granted the lease no longer has it
+	decided := make(chan struct{})
+	defer close(decided)
 	rs := fanout(ctx, l.b.masters, func(ctx context.Context, m *master) (int64, error) {
 		if !l.refused[m] {
 			n, err := l.renewOn(ctx, m, keys, "0")
@@ -56,30 +58,45 @@ func (l *lease) Renew(ctx context.Context) error {
 			}
 			return n, err
 		}
-		return l.takeBack(ctx, m, keys, &lost)
+		return l.takeBack(ctx, m, keys, &lost, decided)
 	}, func(rs []reply[int64]) bool { return l.b.settled(tally(rs, renewed)) })
 	return l.outcomeOf("renew", rs, renewed)
 }
 
 // takeBack renews on a master that refused the lease's grant, and while
-// the lock is still another's there, tries again every little while: a
-// grant that no majority gave is given back soon. It stops once a master
-// that granted the lease says it lost it there (lost), when the round
-// then cannot be decided by waiting.
-func (l *lease) takeBack(ctx context.Context, m *master, keys []string, lost *atomic.Bool) (int64, error) {
+// the lock is still another's there, tries again every little while, for
+// as long as an acquire's round may last: a grant that no majority gave
+// is given back soon. It stops once the round is decided without it, or
+// once a master that granted the lease says it lost it there (lost): the
+// round then cannot be decided by waiting.
+func (l *lease) takeBack(ctx context.Context, m *master, keys []string, lost *atomic.Bool, decided <-chan struct{}) (int64, error) {
 	pause := min(max(l.ttl/20, 5*time.Millisecond), 50*time.Millisecond)
+	until := time.Now().Add(l.b.callTimeout(l.ttl))
 	for {
 		n, err := l.renewOn(ctx, m, keys, "1")
-		if err != nil || n != 0 || lost.Load() {
+		if err != nil || n != 0 {
 			return n, err
 		}
 		t := time.NewTimer(pause)
 		select {
-		case <-ctx.Done():
-			t.Stop()
-			return n, nil
 		case <-t.C:
+		case <-ctx.Done():
+		case <-decided:
 		}
+		t.Stop()
+		if ctx.Err() != nil || lost.Load() || isClosed(decided) || time.Now().After(until) {
+			return n, nil
+		}
+	}
+}
+
+// isClosed tells whether c is closed, without waiting.
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 

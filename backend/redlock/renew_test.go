@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -81,6 +82,9 @@ func TestRenewTakesBackAFreedMaster(t *testing.T) {
 		{"counter-raised", func(ctx context.Context, spare *goredis.Client, n names, later string) {
 			spare.Set(ctx, n.counter, later, 0) // a grant refused there
 		}},
+		{"forced-long-before", func(ctx context.Context, spare *goredis.Client, n names, _ string) {
+			spare.Set(ctx, n.endFloor, "1 "+fmt.Sprint(refusedAt(ctx, spare, n)-time.Hour.Milliseconds()), 0)
+		}},
 		{"higher-grant-given-back", func(ctx context.Context, spare *goredis.Client, n names, later string) {
 			spare.Set(ctx, n.counter, later, 0) // granted there, no majority: given back
 			spare.ZAdd(ctx, n.ended, goredis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: later})
@@ -145,6 +149,11 @@ func TestRenewDoesNotTakeBackWhereItMayNot(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
+		{"broken-during-the-grant-round", 2, func(t *testing.T, b *Backend, l *lease, spare *goredis.Client) {
+			// A force that reached this master just before the refusal,
+			// while its counter was still below the token.
+			spare.Set(ctx, l.names.endFloor, "1 "+fmt.Sprint(refusedAt(ctx, spare, l.names)-10), 0)
+		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, b, l, spare := bareMajority(t)
@@ -158,6 +167,67 @@ func TestRenewDoesNotTakeBackWhereItMayNot(t *testing.T) {
 			}
 		})
 	}
+}
+
+// While the refusing master is still another's, a renewal asks it again
+// only as long as that can decide the round: it stops at once when a
+// master that granted the lease lost it there (ErrLost, promptly), and
+// after an acquire round's time when another master fails (ErrUnavailable,
+// so that the heartbeat tries again, asking that master too).
+func TestRenewTakeBackGivesUp(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		fault   func(srv []*redistest.Server, b *Backend, l *lease)
+		want    error
+		atMost  time.Duration
+		comment string
+	}{
+		{"granted-master-lost-it", func(srv []*redistest.Server, b *Backend, l *lease) {
+			srv[0].Freeze()
+			b.masters[1].client.Del(context.Background(), l.names.lock)
+		}, backend.ErrLost, 300 * time.Millisecond, "one master frozen, one lost the lease"},
+		{"granted-master-down", func(srv []*redistest.Server, b *Backend, l *lease) {
+			srv[1].Stop()
+		}, backend.ErrUnavailable, time.Second, "one master down, the refusing one still another's"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv, b, l, _ := bareMajority(t)
+			c.fault(srv, b, l)
+			defer srv[0].Thaw()
+			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+			defer cancel()
+			begin := time.Now()
+			err := l.Renew(ctx)
+			if took := time.Since(begin); !errors.Is(err, c.want) || took > c.atMost {
+				t.Errorf("Renew with %s = %v after %v, want %v within %v", c.comment, err, took, c.want, c.atMost)
+			}
+		})
+	}
+}
+
+// A release records its grant as ended for as long as a refusal of it
+// counts, so that no renewal that lands late takes a master back for it.
+func TestAReleaseEndsTheGrantForAsLongAsItsRefusal(t *testing.T) {
+	_, _, l, spare := bareMajority(t)
+	if err := l.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	refused := spare.ZScore(t.Context(), l.names.refused, l.Token().String()).Val()
+	ended := spare.ZScore(t.Context(), l.names.ended, l.Token().String()).Val()
+	if ended < refused {
+		t.Errorf("the third master counts the grant ended until %v, refused until %v", ended, refused)
+	}
+}
+
+// refusedAt is when (ms, the master's clock) spare refused the grant
+// of bareMajority.
+func refusedAt(ctx context.Context, spare *goredis.Client, n names) int64 {
+	zs := spare.ZRangeWithScores(ctx, n.refused, 0, 0).Val()
+	if len(zs) == 0 {
+		return 0
+	}
+	px := millis(2*time.Second) + millis(drift(2*time.Second))
+	return int64(zs[0].Score) - 2*px
 }
 
 // A revoke that missed a master where the holder keeps the lock is not

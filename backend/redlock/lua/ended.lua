@@ -6,8 +6,8 @@
 -- tokens, each scored with the master's clock in ms until which it
 -- counts (about when that grant would have expired anyway), the grants
 -- that ended here (given up, broken, revoked) and the grants refused
--- here; and a token at or below which every grant ended here for good (a
--- force, a revoke of every holder).
+-- here; and "TOKEN MS", a token at or below which every grant ended here
+-- for good (a force, a revoke of every holder), and when in ms.
 
 local function ended_keys(i)
   return {counter = KEYS[i], tokens = KEYS[i + 1], floor = KEYS[i + 2], refused = KEYS[i + 3]}
@@ -40,16 +40,15 @@ end
 -- ended records that the grant of token ended here, for keep ms; token
 -- '0' ends every grant up to the counter, for good. (A refusal raised the
 -- counter to its token, or found it higher: every grant refused here
--- before is at or below it.)
+-- before is at or below it. A refusal that lands after it may be of a
+-- grant round that had begun before it: see may_take.)
 local function ended(E, token, keep)
   if token ~= '0' then
     note(E.tokens, token, keep)
     return
   end
-  local last = redis.call('GET', E.counter)
-  if last then
-    redis.call('SET', E.floor, last)
-  end
+  local last = redis.call('GET', E.counter) or '0'
+  redis.call('SET', E.floor, last .. ' ' .. int(now_ms()))
 end
 
 -- refused records that the grant of token was refused here, for keep ms.
@@ -57,15 +56,20 @@ local function refused(E, token, keep)
   note(E.refused, token, keep)
 end
 
--- may_take tells whether the lease of token may take this master back:
--- its grant was refused here and has not ended here. (The client takes
--- back only a master whose refusal it heard before its grant was decided,
--- so before anything could end the grant; that both agree guards against
--- a master restarted empty.)
-local function may_take(E, token)
-  local floor = redis.call('GET', E.floor)
-  if floor and not below(floor, token) then
+-- may_take tells whether the lease of token and px may take this master
+-- back: its grant was refused here and has not ended here, nor was a
+-- floor set here within px before the refusal (the grant round may have
+-- begun before the floor: a round lasts well under px). The client takes
+-- back only a master whose refusal its grant round heard; that both agree
+-- guards against a master restarted empty.
+local function may_take(E, token, px)
+  local refused_until = redis.call('ZSCORE', E.refused, token)
+  if not refused_until or tonumber(refused_until) <= now_ms() or counts(E.tokens, token) then
     return false
   end
-  return counts(E.refused, token) and not counts(E.tokens, token)
+  local floor, set_ms = string.match(redis.call('GET', E.floor) or '', '^(%d+) (%d+)$')
+  if floor and (not below(floor, token) or tonumber(refused_until) - 2 * px - tonumber(set_ms) < px) then
+    return false
+  end
+  return true
 end

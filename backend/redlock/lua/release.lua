@@ -3,8 +3,8 @@
 -- the next waiter, or, for a minimum hold, when keep ms have passed, on
 -- the master's own expiry.
 -- Either way, and whether or not the lock was ours here, the lease's
--- grant is recorded as ended here (ended.lua) for px ms: renew.lua never
--- takes this master back for it.
+-- grant is recorded as ended here (ended.lua) for two TTLs, as long as a
+-- refusal of it counts: renew.lua never takes this master back for it.
 -- KEYS: lock, waiters' queue, holder record, the grant history's four
 --       (see ended.lua).
 -- ARGV: value, waiters' channel prefix, keep in ms (0: now), px in ms.
@@ -14,7 +14,7 @@
 -- revoke, 0 when not ours there.
 local token = string.match(ARGV[1], '^(%d+) ')
 if token then
-  ended(ended_keys(4), token, tonumber(ARGV[4]))
+  ended(ended_keys(4), token, 2 * tonumber(ARGV[4]))
 end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0

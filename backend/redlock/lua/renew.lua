@@ -25,7 +25,7 @@ if cur == value then
   redis.call('PEXPIRE', record, px)
   return 1
 end
-if cur or ARGV[5] ~= '1' or redis.call('EXISTS', KEYS[7]) == 1 or not may_take(E, token) then
+if cur or ARGV[5] ~= '1' or redis.call('EXISTS', KEYS[7]) == 1 or not may_take(E, token, tonumber(px)) then
   return 0
 end
 redis.call('SET', lock, value, 'PX', px)
