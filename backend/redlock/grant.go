@@ -85,18 +85,18 @@ func (b *Backend) grant(ctx context.Context, r *request, value string, token bac
 	defer stop()
 	keys := r.names.with(r.names.endedKeys(r.names.lock, r.names.counter, r.names.queue, r.names.record)...)
 	args := []any{value, r.px, token.String(), r.o.RunID, r.waiter, r.info, r.names.wake} // copied: late calls outlive this one
-	return b.grantWith(ctx, b.scripts.grant, keys, args, r.o.TTL)
+	return b.grantWith(ctx, b.scripts.grant, keys, args, b.linger(r.o.TTL))
 }
 
 // grantWith runs script, a grant script, with keys and args on every
 // master, as grant says.
-func (b *Backend) grantWith(ctx context.Context, script *goredis.Script, keys []string, args []any, ttl time.Duration) round {
+func (b *Backend) grantWith(ctx context.Context, script *goredis.Script, keys []string, args []any, linger time.Duration) round {
 	g := round{landed: make(map[*master]chan struct{}, len(b.masters))}
 	for _, m := range b.masters {
 		g.landed[m] = make(chan struct{})
 	}
-	// Lingering for the last masters: a healthy master's refusal, heard
-	// before the grant is decided, lets the lease take that master back
+	// Lingering (a plain lock's) for the last masters: a healthy master's
+	// refusal, heard in the round, lets the lease take that master back
 	// later (lua/renew.lua).
 	g.rs = fanoutLinger(ctx, b.masters, func(ctx context.Context, m *master) (grantReply, error) {
 		defer close(g.landed[m])
@@ -105,7 +105,7 @@ func (b *Backend) grantWith(ctx context.Context, script *goredis.Script, keys []
 			return grantReply{}, err
 		}
 		return parseGrant(res)
-	}, func(rs []reply[grantReply]) bool { return b.settled(tally(rs, granted)) }, b.linger(ttl))
+	}, func(rs []reply[grantReply]) bool { return b.settled(tally(rs, granted)) }, linger)
 	return g
 }
 
@@ -159,17 +159,16 @@ func (b *Backend) granted(r *request, value string, token backend.Token, start t
 		return attempt{}, fmt.Errorf("%w: redlock %s: acquire %q: a majority granted the lock after %v, past its %v validity",
 			backend.ErrUnavailable, b.url, r.key, took.Round(time.Millisecond), r.o.TTL)
 	}
-	l := &lease{b: b, key: r.key, names: r.names, value: value, info: r.info, token: token, ttl: r.o.TTL, px: r.px, refused: refusedBy(g.rs),
+	l := &lease{b: b, key: r.key, names: r.names, value: value, info: r.info, token: token, ttl: r.o.TTL, px: r.px, refused: repliedWith(g.rs, grantHeld), grantedBy: repliedWith(g.rs, grantGranted),
 		start: start, granted: time.Now(), minHold: r.o.MinHold, landed: g.landed}
 	return attempt{lease: l}, nil
 }
 
-// refusedBy are the masters whose replies rs say that another run holds
-// the lock there.
-func refusedBy(rs []reply[grantReply]) map[*master]bool {
+// repliedWith are the masters whose replies in rs have code.
+func repliedWith(rs []reply[grantReply], code int64) map[*master]bool {
 	m := make(map[*master]bool)
 	for _, x := range rs {
-		if x.err == nil && x.v.code == grantHeld {
+		if x.err == nil && x.v.code == code {
 			m[x.m] = true
 		}
 	}

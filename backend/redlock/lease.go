@@ -14,19 +14,20 @@ import (
 // majority of the masters: the scripts change the lock on a master only
 // while it holds that value.
 type lease struct {
-	b       *Backend
-	key     string
-	names   names
-	value   string
-	info    string // the holder's record, JSON, for a master that renew.lua takes
-	token   backend.Token
-	ttl     time.Duration // the validity left after the drift margin
-	px      int64         // ms asked of each master
-	start   time.Time     // before the first request of the acquire
-	granted time.Time     // after a majority's grants came back
-	minHold time.Duration
-	landed  map[*master]chan struct{} // see round
-	refused map[*master]bool          // masters whose refusal of the grant its round heard
+	b         *Backend
+	key       string
+	names     names
+	value     string
+	info      string // the holder's record, JSON, for a master that renew.lua takes
+	token     backend.Token
+	ttl       time.Duration // the validity left after the drift margin
+	px        int64         // ms asked of each master
+	start     time.Time     // before the first request of the acquire
+	granted   time.Time     // after a majority's grants came back
+	minHold   time.Duration
+	landed    map[*master]chan struct{} // see round
+	refused   map[*master]bool          // masters whose refusal of the grant its round heard
+	grantedBy map[*master]bool          // masters whose grant its round heard
 }
 
 // Token is the fencing token of this grant.
@@ -53,7 +54,7 @@ func (l *lease) Renew(ctx context.Context) error {
 	rs := fanout(ctx, l.b.masters, func(ctx context.Context, m *master) (int64, error) {
 		if !l.refused[m] {
 			n, err := l.renewOn(ctx, m, keys, "0")
-			if err == nil && n == 0 {
+			if err == nil && n == 0 && l.grantedBy[m] {
 				lost.Store(true)
 			}
 			return n, err
@@ -75,7 +76,7 @@ func (l *lease) takeBack(ctx context.Context, m *master, keys []string, lost *at
 	for {
 		n, err := l.renewOn(ctx, m, keys, "1")
 		if err != nil || n != 0 {
-			return n, err
+			return n, err // 3, free but not to be taken: nothing to wait for
 		}
 		t := time.NewTimer(pause)
 		select {

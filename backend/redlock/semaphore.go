@@ -151,7 +151,7 @@ func (b *Backend) grantSem(ctx context.Context, r *request, value string, token 
 	keys := append(append([]string{r.names.lock, r.names.counter}, r.names.sem...), r.names.slotOf)
 	limit := strconv.Itoa(r.o.EffectiveLimit())
 	args := []any{value, r.px, token.String(), r.o.RunID, r.waiter, r.info, limit, strconv.Itoa(index), r.names.wake}
-	return b.grantWith(ctx, b.scripts.semGrant, keys, args, r.o.TTL)
+	return b.grantWith(ctx, b.scripts.semGrant, keys, args, 0)
 }
 
 // abandonSem gives a semaphore grant that did not hold back, as abandon

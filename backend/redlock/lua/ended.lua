@@ -2,12 +2,14 @@
 -- master where the lock is free back for a lease whose grant this master
 -- refused (it was held by another acquirer's grant, since given back),
 -- unless that lease's grant ended here. Each script passes four keys in
--- a row, read with ended_keys: the token counter; two sorted sets of
--- tokens, each scored with the master's clock in ms until which it
--- counts (about when that grant would have expired anyway), the grants
--- that ended here (given up, broken, revoked) and the grants refused
--- here; and "TOKEN MS", a token at or below which every grant ended here
--- for good (a force, a revoke of every holder), and when in ms.
+-- a row, read with ended_keys:
+--   the token counter;
+--   tokens: the grants that ended here (given up, broken, revoked);
+--   floor: "TOKEN MS", a token at or below which every grant ended here
+--          for good (a force, a revoke of every holder), and when;
+--   refused: the grants refused here.
+-- The two sorted sets score each token with the master's clock in ms
+-- until which it counts (about when that grant would have expired).
 
 local function ended_keys(i)
   return {counter = KEYS[i], tokens = KEYS[i + 1], floor = KEYS[i + 2], refused = KEYS[i + 3]}
@@ -67,9 +69,10 @@ local function may_take(E, token, px)
   if not refused_until or tonumber(refused_until) <= now_ms() or counts(E.tokens, token) then
     return false
   end
-  local floor, set_ms = string.match(redis.call('GET', E.floor) or '', '^(%d+) (%d+)$')
-  if floor and (not below(floor, token) or tonumber(refused_until) - 2 * px - tonumber(set_ms) < px) then
-    return false
+  local set = redis.call('GET', E.floor)
+  if not set then
+    return true
   end
-  return true
+  local floor, set_ms = string.match(set, '^(%d+) (%d+)$')
+  return floor ~= nil and below(floor, token) and tonumber(refused_until) - 2 * px - tonumber(set_ms) >= px
 end

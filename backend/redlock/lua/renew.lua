@@ -12,7 +12,8 @@
 --       semaphore limit.
 -- ARGV: value, px in ms, token (decimal), holder info (JSON), '1' where
 --       the client heard this master refuse the grant (else '0').
--- Returns 1 when extended, 2 when taken, 0 when not ours there.
+-- Returns 1 when extended, 2 when taken, 3 when free but not to be taken,
+-- 0 when another's.
 local lock, record, E = KEYS[1], KEYS[2], ended_keys(3)
 local value, px, token = ARGV[1], ARGV[2], ARGV[3]
 local cur = redis.call('GET', lock)
@@ -25,8 +26,11 @@ if cur == value then
   redis.call('PEXPIRE', record, px)
   return 1
 end
-if cur or ARGV[5] ~= '1' or redis.call('EXISTS', KEYS[7]) == 1 or not may_take(E, token, tonumber(px)) then
+if cur or ARGV[5] ~= '1' then
   return 0
+end
+if redis.call('EXISTS', KEYS[7]) == 1 or not may_take(E, token, tonumber(px)) then
+  return 3
 end
 redis.call('SET', lock, value, 'PX', px)
 local now = int(now_us())
