@@ -82,22 +82,15 @@ func (l *lease) takeBack(ctx context.Context, m *master, keys []string, lost *at
 		select {
 		case <-t.C:
 		case <-ctx.Done():
+			t.Stop()
+			return n, nil
 		case <-decided:
-		}
-		t.Stop()
-		if ctx.Err() != nil || lost.Load() || isClosed(decided) || time.Now().After(until) {
+			t.Stop()
 			return n, nil
 		}
-	}
-}
-
-// isClosed tells whether c is closed, without waiting.
-func isClosed(c <-chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
+		if lost.Load() || time.Now().After(until) {
+			return n, nil
+		}
 	}
 }
 
