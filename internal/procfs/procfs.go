@@ -35,16 +35,29 @@ func Descendants(root int) []int {
 // entry vanish while the lists are read. It reports false when the kernel
 // has no such files (built without CONFIG_PROC_CHILDREN).
 func Children(pid int) ([]int, bool) {
-	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
-	tasks, err := os.ReadDir(dir)
+	tasks, err := os.ReadDir(taskDir(pid))
 	if err != nil {
 		return nil, false
 	}
-	var out []int
+	tids := make([]int, 0, len(tasks))
 	for _, t := range tasks {
-		b, err := os.ReadFile(dir + t.Name() + "/children")
+		if tid, err := strconv.Atoi(t.Name()); err == nil {
+			tids = append(tids, tid)
+		}
+	}
+	return ThreadChildren(pid, tids...)
+}
+
+// ThreadChildren is Children read from the lists of the given threads of
+// pid only, for a caller that knows which of its threads can have
+// children. A thread that has exited has none.
+func ThreadChildren(pid int, tids ...int) ([]int, bool) {
+	dir := taskDir(pid)
+	var out []int
+	for _, tid := range tids {
+		b, err := os.ReadFile(dir + strconv.Itoa(tid) + "/children")
 		if errors.Is(err, fs.ErrNotExist) {
-			if _, err := os.Stat(dir + t.Name()); err == nil {
+			if _, err := os.Stat(dir + strconv.Itoa(tid)); err == nil {
 				return nil, false // the thread is there, its list is not
 			}
 			continue // the thread has exited
@@ -57,6 +70,8 @@ func Children(pid int) ([]int, bool) {
 	}
 	return out, true
 }
+
+func taskDir(pid int) string { return "/proc/" + strconv.Itoa(pid) + "/task/" }
 
 // GroupAlive tells whether a live (non-zombie) process of group pgid is
 // left; unlike kill(-pgid, 0) it does not count the dead awaiting reaping.

@@ -3,12 +3,15 @@ package procfs
 import (
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestDescendantsFindsGrandchildrenAndNotOthers(t *testing.T) {
@@ -106,4 +109,37 @@ func TestChildrenListsTheLiveAndTheUnreaped(t *testing.T) {
 func alive(pid int) bool {
 	_, ok := read(pid)
 	return ok
+}
+
+func TestThreadChildrenReadsTheGivenThreadsOnly(t *testing.T) {
+	c := exec.Command("sleep", "30")
+	forked, read := make(chan int), make(chan struct{})
+	go func() {
+		// The child is on the list of the thread that forked it, for as
+		// long as that thread lives: it stays until the lists are read.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := c.Start(); err != nil {
+			t.Error(err)
+		}
+		forked <- unix.Gettid()
+		<-read
+	}()
+	tid := <-forked
+	defer close(read)
+	if c.Process == nil {
+		t.FailNow()
+	}
+	defer func() { c.Process.Kill(); c.Wait() }()
+	if got, ok := ThreadChildren(os.Getpid(), tid); !ok || !slices.Contains(got, c.Process.Pid) {
+		t.Errorf("ThreadChildren(the forking thread %d) = %v, %v; want the sleep %d", tid, got, ok, c.Process.Pid)
+	}
+	if main := os.Getpid(); main != tid {
+		if got, _ := ThreadChildren(os.Getpid(), main); slices.Contains(got, c.Process.Pid) {
+			t.Errorf("ThreadChildren(the main thread) = %v lists %d, forked by thread %d", got, c.Process.Pid, tid)
+		}
+	}
+	if got, ok := ThreadChildren(os.Getpid(), 1<<30); !ok || len(got) != 0 {
+		t.Errorf("ThreadChildren(no such thread) = %v, %v; want none, true", got, ok)
+	}
 }

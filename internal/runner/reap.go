@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockrun/lockrun/internal/procfs"
+	"golang.org/x/sys/unix"
 )
 
 // reapAll reaps every child. Once the command is reaped and no other
@@ -71,13 +72,19 @@ func (p *process) reapAll() {
 // or died and is not reaped yet. As a subreaper lockrun is an ancestor of
 // every process the command started, even those that left its group or
 // session, and while any of them lives one of lockrun's own children does
-// (or lies a zombie until reaped): lockrun's children lists tell, with a
-// few reads rather than one per process of the machine. It runs on the
-// reaping goroutine, so no child can be reaped while the lists are read.
+// (or lies a zombie until reaped). Two children lists tell, a few reads
+// rather than one per process of the machine: this thread's, which forked
+// the command, and the main thread's. The kernel hands an orphan to its
+// subreaper's first live thread, the main thread, which never exits in a
+// Go program (older kernels: to the thread that forked its ancestor, this
+// one); the watchdog, which does not count, may be on any thread's list.
+// It runs on the reaping goroutine, locked to its thread, so no child can
+// be reaped while the lists are read.
 func (p *process) othersAlive() bool {
-	pids, ok := procfs.Children(os.Getpid())
+	pid := os.Getpid()
+	pids, ok := procfs.ThreadChildren(pid, pid, unix.Gettid())
 	if !ok {
-		pids = procfs.Descendants(os.Getpid()) // slower, and blind to zombies: enough
+		pids = procfs.Descendants(pid) // slower, and blind to zombies: enough
 	}
 	for _, pid := range pids {
 		if !p.isWatchdog(pid) {
