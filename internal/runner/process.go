@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -26,6 +27,7 @@ type process struct {
 	cg       *cgroup       // the command's cgroup; nil when the command is not contained
 	cgWhy    error         // why the command is not contained in a cgroup
 	ready    chan struct{} // closed once prepare's cgroup and watchdog are made
+	dropped  atomic.Bool   // abandon was called: prepare makes nothing more
 	wdProg   *watchdog.Program
 	wd       *watchdog.Link // nil without a watchdog
 	wdErr    error          // why there is no watchdog
@@ -66,18 +68,21 @@ func becomeSubreaper() error {
 var makeCgroup = newCgroup
 
 // prepare readies what guards a command: its cgroup, and the watchdog
-// (none when wd is nil), in the background: a run makes them while it
-// sets up the rest of the command's start (its control socket, its
-// environment), and start waits for them. A waiter calls it before it
-// asks for the lock, so that none of it delays the command's start once
-// the lock is granted.
+// (none when wd is nil), in the background, and start waits for them. A
+// run calls it before it asks for the lock, so that none of it delays the
+// command's start once the lock is granted: the watchdog's start-up runs
+// while the backend grants. A run that finds the lock busy abandons them,
+// usually before the watchdog is started.
 func prepare(wd *watchdog.Program, clk clock.Clock) *process {
 	p := &process{clock: clk, wdProg: wd, ready: make(chan struct{}), wdDied: make(chan struct{}),
 		exited: make(chan struct{}), gone: make(chan struct{}), reaped: make(chan struct{})}
 	go func() {
 		defer close(p.ready)
+		if p.dropped.Load() {
+			return
+		}
 		p.cg, p.cgWhy = makeCgroup()
-		if wd != nil {
+		if wd != nil && !p.dropped.Load() {
 			p.wd, p.wdErr = watchdog.Start(*wd, p.cgroupDir())
 		}
 	}()
@@ -93,6 +98,7 @@ func (p *process) cgroupDir() string {
 
 // abandon undoes prepare when no command is to start.
 func (p *process) abandon() {
+	p.dropped.Store(true)
 	<-p.ready
 	if p.wd != nil {
 		p.wd.Stop()

@@ -12,7 +12,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"os/signal"
 	"time"
 
 	"github.com/lockrun/lockrun/backend"
@@ -57,36 +56,32 @@ func Run(ctx context.Context, job Job) error {
 		job.Clock = clock.Boot
 	}
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, forwarded...)
-	defer signal.Stop(sigs)
+	caught, letGo := catchForwarded(sigs)
+	defer letGo()
 
 	if err := becomeSubreaper(); err != nil {
 		return err
 	}
-	// A waiter readies the command's guards while it waits, off the
-	// hand-off path; a run that may find the lock busy does not pay for
-	// them before it knows.
-	var proc *process
+	// The command's guards are made while the backend grants: a waiter's
+	// off the hand-off path, and a run's beside the grant's round trip or
+	// fsync, which leave a core idle for the watchdog's start-up.
+	proc := prepare(job.Watchdog, job.Clock)
 	var ctl *control // the command's channel to us: checkpoints, fence checks
 	if job.Acquire.Wait {
-		proc = prepare(job.Watchdog, job.Clock)
 		ctl = newControl(job, job.Log)
+		caught() // a waiter is interrupted as it waits, however soon
 	}
 	asked := time.Now() // a reported duration: wall time will do
 	g, err := acquire(ctx, job, sigs)
 	job.Stats.waited(time.Since(asked))
+	caught() // before the command starts: it gets every signal lockrun does
 	if err != nil {
 		ctl.close()
 		if job.FailOpen && FailOpenable(err) {
 			return runUnlocked(ctx, job, proc, sigs, err)
 		}
-		if proc != nil {
-			proc.abandon()
-		}
+		proc.abandon()
 		return err
-	}
-	if proc == nil {
-		proc = prepare(job.Watchdog, job.Clock)
 	}
 	log := job.Log.With("token", g.lease.Token().String())
 	if !job.Acquire.Wait {

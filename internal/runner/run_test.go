@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,6 +21,7 @@ import (
 	"github.com/lockrun/lockrun/internal/clock"
 	"github.com/lockrun/lockrun/internal/heartbeat"
 	"github.com/lockrun/lockrun/internal/memory"
+	"github.com/lockrun/lockrun/internal/procfs"
 )
 
 // These tests start real processes; the runner reaps every child of the
@@ -349,6 +351,36 @@ func TestStartErrorStatus(t *testing.T) {
 		wantExit(t, got, code)
 		if code != ErrNotFound && !errors.Is(got, errors.Unwrap(err)) && !errors.Is(got, err) {
 			t.Errorf("startError(%v) = %v: the cause is lost", err, got)
+		}
+	}
+}
+
+// A run prepares the command's cgroup and watchdog while it asks for the
+// lock; one that finds the lock busy leaves neither behind, however far
+// the preparation had come.
+func TestABusyRunLeavesNoGuards(t *testing.T) {
+	busy := &backend.HeldError{Status: backend.Status{Key: "job", Held: true, Holder: "other"}}
+	parent, cgErr := ownCgroup()
+	before, _ := filepath.Glob(filepath.Join(parent, "lockrun-*")) // others' runs
+	for _, answer := range []time.Duration{0, time.Millisecond, 5 * time.Millisecond, 50 * time.Millisecond} {
+		job := testJob(t, locker(func(context.Context) (backend.Lease, error) {
+			time.Sleep(answer)
+			return nil, busy
+		}), "true")
+		job.Watchdog = testWatchdog(t)
+		wantExit(t, Run(t.Context(), job), backend.ErrHeld)
+		if kids, _ := procfs.Children(os.Getpid()); len(kids) > 0 {
+			t.Errorf("busy after %v: children %v left behind", answer, kids)
+			for _, pid := range kids {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		if cgErr != nil {
+			continue // no cgroup to leave
+		}
+		after, _ := filepath.Glob(filepath.Join(parent, "lockrun-*"))
+		if left := slices.DeleteFunc(after, func(d string) bool { return slices.Contains(before, d) }); len(left) > 0 {
+			t.Errorf("busy after %v: cgroups %v left behind", answer, left)
 		}
 	}
 }
