@@ -55,17 +55,17 @@ func Run(ctx context.Context, job Job) error {
 	if job.Clock == nil {
 		job.Clock = clock.Boot
 	}
-	sigs := make(chan os.Signal, 8)
-	caught, letGo := catchForwarded(sigs)
-	defer letGo()
-
 	if err := becomeSubreaper(); err != nil {
 		return err
 	}
 	// The command's guards are made while the backend grants: a waiter's
 	// off the hand-off path, and a run's beside the grant's round trip or
-	// fsync, which leave a core idle for the watchdog's start-up.
+	// fsync, which leave a core idle for the watchdog's start-up. They
+	// take longest of what precedes the command's start: first.
 	proc := prepare(job.Watchdog, job.Clock)
+	sigs := make(chan os.Signal, 8)
+	caught, letGo := catchForwarded(sigs)
+	defer letGo()
 	var ctl *control // the command's channel to us: checkpoints, fence checks
 	if job.Acquire.Wait {
 		ctl = newControl(job, job.Log)
