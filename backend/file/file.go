@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/lockrun/lockrun/backend"
 )
 
@@ -231,7 +233,7 @@ func newRecord(token backend.Token, o backend.AcquireOptions, now time.Time) rec
 // ends first, the call is left behind on a duplicate of f, and drops the
 // lock at once if it ever gets it.
 func flockWait(ctx context.Context, f *os.File) (time.Time, error) {
-	dup, err := syscall.Dup(int(f.Fd()))
+	dup, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0) // not inherited by a process started meanwhile
 	if err != nil {
 		return time.Time{}, err
 	}

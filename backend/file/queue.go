@@ -19,7 +19,7 @@ import (
 // which on Linux are independent of the file's flock, owned by the open
 // file as a flock is, and dropped by the kernel when the last descriptor of
 // it closes (a crashed lockrun's included). Byte 0 is the mutex under
-// which every grant, and every revocation of a slot, decides; a waiter
+// which every grant, and every revocation (of a slot or a plain lock), decides; a waiter
 // holds one byte beyond it, its ticket, for as long as it waits, so that
 // the kernel keeps the queue's order and drops a dead waiter from it.
 
@@ -127,7 +127,7 @@ func (t *ticket) waitTurn(ctx context.Context) error {
 // is left behind on a duplicate descriptor (the same open file, so the
 // caller's unlocks cover it) and lets go at once if it is ever granted.
 func ofdWait(ctx context.Context, f *os.File, start, n int64) error {
-	dup, err := syscall.Dup(int(f.Fd()))
+	dup, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0) // not inherited by a process started meanwhile
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -138,5 +139,61 @@ func TestOldRecordIsNotRevoked(t *testing.T) {
 	}
 	if err := l.Renew(t.Context()); err != nil {
 		t.Errorf("Renew: %v", err)
+	}
+}
+
+// Two revokers racing a change of holder: one reads the holder it revokes,
+// the holder lets go and the next one takes the lock, another revoker
+// revokes the next one, then the first writes its record. The next holder
+// stays revoked: the first revoker's record, of a run gone already, must
+// not replace the one that revokes it.
+func TestRevokersRacingAChangeOfHolder(t *testing.T) {
+	for _, revoke := range []struct {
+		name string
+		call func(b *Backend, token backend.Token) error
+	}{
+		{"Revoke", func(b *Backend, token backend.Token) error { return b.Revoke(t.Context(), "k", token) }},
+		{"ForceRelease", func(b *Backend, _ backend.Token) error { return b.ForceRelease(t.Context(), "k") }},
+	} {
+		t.Run(revoke.name, func(t *testing.T) {
+			b, _ := Open(t.TempDir())
+			first := backendtest.MustAcquire(t, b, "k", semOpts("first", 1))
+			read, resume := make(chan struct{}), make(chan struct{})
+			var calls atomic.Int32
+			beforeRevoking = func() {
+				if calls.Add(1) == 1 { // the first revoker waits; the second goes on
+					close(read)
+					<-resume
+				}
+			}
+			defer func() { beforeRevoking = func() {} }()
+			stale := make(chan error, 1)
+			go func() { stale <- revoke.call(b, first.Token()) }()
+			<-read // the first revoker has read the first holder
+			if err := first.Release(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			next := backendtest.MustAcquire(t, b, "k", semOpts("next", 1))
+			defer next.Release(t.Context())
+			fresh := make(chan error, 1)
+			go func() { fresh <- revoke.call(b, next.Token()) }()
+			time.Sleep(50 * time.Millisecond) // the second revoker gets as far as it can
+			close(resume)
+			if err := <-stale; err != nil && !errors.Is(err, backend.ErrLost) {
+				t.Fatalf("the first revoker: %v", err)
+			}
+			if err := <-fresh; err != nil {
+				t.Fatalf("the second revoker: %v", err)
+			}
+			// The record, not only the holder's watch of it, which may have
+			// seen it before it was replaced: Inspect, a holder's min-hold
+			// and a lockrun that reads it later go by the record.
+			if st, err := b.Inspect(t.Context(), "k"); err != nil || !st.HoldsToken(next.Token()) || !st.Revoked {
+				t.Errorf("Inspect after both revocations = %+v, %v; want the next holder, revoked: the other revoker's record replaced its own", st, err)
+			}
+			if err := next.Renew(t.Context()); !errors.Is(err, backend.ErrLost) {
+				t.Errorf("the next holder's Renew after its revocation = %v, want ErrLost", err)
+			}
+		})
 	}
 }

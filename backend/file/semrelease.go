@@ -94,6 +94,10 @@ func (b *Backend) revokeToken(ctx context.Context, key string, token backend.Tok
 	if r.Limit > 1 {
 		return b.revokeHolders(ctx, key, f, r.Limit, &token, kept)
 	}
+	if err := lockMutex(ctx, f); err != nil { // see revokeAll
+		return err
+	}
+	defer unlockMutex(f)
 	st, err := b.status(key, f)
 	switch {
 	case err != nil:
@@ -101,6 +105,7 @@ func (b *Backend) revokeToken(ctx context.Context, key string, token backend.Tok
 	case !st.Held || st.RunID == "" || st.Token != token:
 		return notHolder(key, token)
 	}
+	beforeRevoking()
 	if err := writeRevoked(f, revocation{RunID: st.RunID, Kept: kept}); err != nil {
 		return fmt.Errorf("%w: revoking %s: %w", backend.ErrUnavailable, f.Name(), err)
 	}

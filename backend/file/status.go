@@ -107,6 +107,14 @@ func (b *Backend) revokeAll(ctx context.Context, key string, kept bool) error {
 	if r, _, err := readState(f); err == nil && r.Limit > 1 {
 		return b.revokeHolders(ctx, key, f, r.Limit, nil, kept)
 	}
+	// A plain lock's revokers decide under the key's mutex too, one at a
+	// time: a revoker that read the holder before it changed must not
+	// overwrite, with the older holder's run, the record another revoker
+	// wrote for the newer one.
+	if err := lockMutex(ctx, f); err != nil {
+		return err
+	}
+	defer unlockMutex(f)
 	// Read without the flock, the holder's record can be the previous
 	// run's when a grant is being written meanwhile: revoke until the
 	// record read after the revocation names the run revoked.
@@ -124,6 +132,7 @@ func (b *Backend) revokeAll(ctx context.Context, key string, kept bool) error {
 		case st.RunID == "":
 			return fmt.Errorf("%w; release cannot break it: stop that process", &backend.HeldError{Status: st})
 		}
+		beforeRevoking()
 		if err := writeRevoked(f, revocation{RunID: st.RunID, Kept: kept}); err != nil {
 			return fmt.Errorf("%w: revoking %s: %w", backend.ErrUnavailable, f.Name(), err)
 		}
