@@ -32,43 +32,60 @@ func Descendants(root int) []int {
 // files of its threads: a few small reads, where Descendants reads every
 // process of the machine. The kernel keeps a zombie in its parent's list
 // until the parent reaps it, so only the parent's own reaping can make an
-// entry vanish while the lists are read. It reports false when the kernel
-// has no such files (built without CONFIG_PROC_CHILDREN).
+// entry vanish while the lists are read. It reports false when a list
+// cannot be read, as on a kernel without them (CONFIG_PROC_CHILDREN).
 func Children(pid int) ([]int, bool) {
 	tasks, err := os.ReadDir(taskDir(pid))
 	if err != nil {
 		return nil, false
 	}
-	tids := make([]int, 0, len(tasks))
+	var out []int
 	for _, t := range tasks {
-		if tid, err := strconv.Atoi(t.Name()); err == nil {
-			tids = append(tids, tid)
+		kids, err := threadChildren(pid, t.Name())
+		switch {
+		case err == nil:
+			out = append(out, kids...)
+		case errors.Is(err, fs.ErrNotExist) && !exists(taskDir(pid)+t.Name()):
+			// the thread has exited
+		default:
+			return nil, false
 		}
 	}
-	return ThreadChildren(pid, tids...)
+	return out, true
 }
 
 // ThreadChildren is Children read from the lists of the given threads of
 // pid only, for a caller that knows which of its threads can have
-// children. A thread that has exited has none.
+// children. It reports false when one of those lists cannot be read.
 func ThreadChildren(pid int, tids ...int) ([]int, bool) {
-	dir := taskDir(pid)
 	var out []int
 	for _, tid := range tids {
-		b, err := os.ReadFile(dir + strconv.Itoa(tid) + "/children")
-		if errors.Is(err, fs.ErrNotExist) {
-			if _, err := os.Stat(dir + strconv.Itoa(tid)); err == nil {
-				return nil, false // the thread is there, its list is not
-			}
-			continue // the thread has exited
+		kids, err := threadChildren(pid, strconv.Itoa(tid))
+		if err != nil {
+			return nil, false
 		}
-		for _, f := range bytes.Fields(b) {
-			if c, err := strconv.Atoi(string(f)); err == nil {
-				out = append(out, c)
-			}
-		}
+		out = append(out, kids...)
 	}
 	return out, true
+}
+
+func threadChildren(pid int, tid string) ([]int, error) {
+	b, err := os.ReadFile(taskDir(pid) + tid + "/children")
+	if err != nil {
+		return nil, err
+	}
+	var kids []int
+	for _, f := range bytes.Fields(b) {
+		if c, err := strconv.Atoi(string(f)); err == nil {
+			kids = append(kids, c)
+		}
+	}
+	return kids, nil
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func taskDir(pid int) string { return "/proc/" + strconv.Itoa(pid) + "/task/" }

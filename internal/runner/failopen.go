@@ -52,7 +52,7 @@ func RunUnlocked(ctx context.Context, job Job, cause error) error {
 	}
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwarded...)
-	defer signal.Stop(sigs)
+	defer stopInBackground(sigs)
 	if err := becomeSubreaper(); err != nil {
 		return err
 	}

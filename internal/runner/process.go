@@ -39,6 +39,7 @@ type process struct {
 	gone     chan struct{} // closed once no descendant but the watchdog remains
 	reaped   chan struct{} // closed once no child remains, the watchdog included
 	term     *terminal     // set when the command owns the terminal
+	reaper   int           // the thread that forks the command and reaps (reap's)
 }
 
 // spec says what to start.
@@ -166,6 +167,7 @@ func (p *process) armWatchdog(sp spec) error {
 func (p *process) reap(sp spec, attr *os.ProcAttr, started chan<- error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	p.reaper = unix.Gettid()
 	pid, err := p.spawn(sp, attr)
 	if err != nil {
 		p.abandon()

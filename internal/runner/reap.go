@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/lockrun/lockrun/internal/procfs"
-	"golang.org/x/sys/unix"
 )
 
 // reapAll reaps every child. Once the command is reaped and no other
@@ -78,11 +77,11 @@ func (p *process) reapAll() {
 // subreaper's first live thread, the main thread, which never exits in a
 // Go program (older kernels: to the thread that forked its ancestor, this
 // one); the watchdog, which does not count, may be on any thread's list.
-// It runs on the reaping goroutine, locked to its thread, so no child can
+// It runs on the reaping goroutine, locked to that thread, so no child can
 // be reaped while the lists are read.
 func (p *process) othersAlive() bool {
 	pid := os.Getpid()
-	pids, ok := procfs.ThreadChildren(pid, pid, unix.Gettid())
+	pids, ok := procfs.ThreadChildren(pid, pid, p.reaper)
 	if !ok {
 		pids = procfs.Descendants(pid) // slower, and blind to zombies: enough
 	}

@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"os/signal"
 	"time"
 
 	"github.com/lockrun/lockrun/backend"
@@ -55,26 +56,24 @@ func Run(ctx context.Context, job Job) error {
 	if job.Clock == nil {
 		job.Clock = clock.Boot
 	}
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwarded...)
+	defer stopInBackground(sigs)
+
 	if err := becomeSubreaper(); err != nil {
 		return err
 	}
 	// The command's guards are made while the backend grants: a waiter's
 	// off the hand-off path, and a run's beside the grant's round trip or
-	// fsync, which leave a core idle for the watchdog's start-up. They
-	// take longest of what precedes the command's start: first.
+	// fsync, which leave a core idle for the watchdog's start-up.
 	proc := prepare(job.Watchdog, job.Clock)
-	sigs := make(chan os.Signal, 8)
-	caught, letGo := catchForwarded(sigs)
-	defer letGo()
 	var ctl *control // the command's channel to us: checkpoints, fence checks
 	if job.Acquire.Wait {
 		ctl = newControl(job, job.Log)
-		caught() // a waiter is interrupted as it waits, however soon
 	}
 	asked := time.Now() // a reported duration: wall time will do
 	g, err := acquire(ctx, job, sigs)
 	job.Stats.waited(time.Since(asked))
-	caught() // before the command starts: it gets every signal lockrun does
 	if err != nil {
 		ctl.close()
 		if job.FailOpen && FailOpenable(err) {
