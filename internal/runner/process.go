@@ -39,7 +39,7 @@ type process struct {
 	gone     chan struct{} // closed once no descendant but the watchdog remains
 	reaped   chan struct{} // closed once no child remains, the watchdog included
 	term     *terminal     // set when the command owns the terminal
-	reaper   int           // the thread that forks the command and reaps (reap's)
+	reaper   int           // reap's thread: it forks the command and reaps every child
 }
 
 // spec says what to start.
