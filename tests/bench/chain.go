@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"syscall"
@@ -55,41 +54,42 @@ func (e *env) runChain(tl tool, n int, served func() int64) (chain, error) {
 	if err != nil {
 		return chain{}, err
 	}
-	var waiters []*exec.Cmd
+	var waiters []*waiter
 	defer func() {
 		for _, w := range waiters {
-			_ = w.Wait()
+			_ = w.wait()
 		}
 		_ = holder.cmd.Wait()
 	}()
 	for i := range n {
 		argv := tl.cmd(key, 0, e.stampArgs("-hold", jobHold, "-log", log, "-parent-wakeups")...)
-		w := exec.Command(argv[0], argv[1:]...)
-		if err := w.Start(); err != nil {
+		w, err := startWaiter(argv, filepath.Join(e.dir, fmt.Sprintf("%s-%d.stderr", key, i)))
+		if err != nil {
 			holder.kill()
-			return chain{}, describe(argv, err)
+			return chain{}, err
 		}
 		waiters = append(waiters, w)
 		// In batches: the state measured is n waiting, not n arriving at
 		// once (a thousand new sessions at once on two cores outlast a
 		// client's connect timeout).
 		if (i+1)%startBatch == 0 && i+1 < n {
-			if err := e.waitQueued(tl, key, i+1); err != nil {
+			if err := e.waitQueued(tl, key, i+1, waiters); err != nil {
 				holder.kill()
 				return chain{}, err
 			}
 		}
 	}
-	if err := e.waitQueued(tl, key, n); err != nil {
+	if err := e.waitQueued(tl, key, n, waiters); err != nil {
 		holder.kill()
 		return chain{}, err
 	}
 	queued := make(map[int]int64, n) // each waiter's context switches so far
 	var pss int64
 	for _, w := range waiters {
-		queued[w.Process.Pid] = procfs.Switches(w.Process.Pid)
-		pss += rollupKB(w.Process.Pid, "Pss")
-		for _, c := range children(w.Process.Pid) {
+		pid := w.cmd.Process.Pid
+		queued[pid] = procfs.Switches(pid)
+		pss += rollupKB(pid, "Pss")
+		for _, c := range children(pid) {
 			pss += rollupKB(c, "Pss")
 		}
 	}
@@ -98,8 +98,8 @@ func (e *env) runChain(tl tool, n int, served func() int64) (chain, error) {
 		return chain{}, err
 	}
 	for _, w := range waiters {
-		if err := w.Wait(); err != nil {
-			return chain{}, describe(w.Args, err)
+		if err := w.wait(); err != nil {
+			return chain{}, err
 		}
 	}
 	waiters = nil
@@ -138,14 +138,18 @@ func settle(n int) time.Duration { return 300*time.Millisecond + time.Duration(n
 func queueTimeout(n int) time.Duration { return max(30*time.Second, time.Duration(n)*time.Second) }
 
 // waitQueued waits until n contenders wait on key (or, for a tool that
-// polls, for them to have started).
-func (e *env) waitQueued(tl tool, key string, n int) error {
+// polls, for them to have started). It fails at once when one of the
+// waiters started has exited: a queue that lost one never fills.
+func (e *env) waitQueued(tl tool, key string, n int, started []*waiter) error {
 	if tl.queued == nil {
 		time.Sleep(settle(n))
-		return nil
+		return exitedEarly(started)
 	}
 	limit := queueTimeout(n)
 	for deadline := time.Now().Add(limit); tl.queued(key) < n; time.Sleep(5 * time.Millisecond) {
+		if err := exitedEarly(started); err != nil {
+			return err
+		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s: %d of %d contenders queued on %s after %v", tl.name, tl.queued(key), n, key, limit)
 		}
