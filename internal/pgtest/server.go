@@ -119,7 +119,7 @@ func (s *Server) tryStart() error {
 	}
 	defer log.Close()
 	args := []string{"-D", s.path("data"), "-p", strconv.Itoa(s.port),
-		"-k", s.path("data"), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "max_connections=2200"}
+		"-k", s.path("data"), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "max_connections=1100"}
 	for _, set := range s.set {
 		args = append(args, "-c", set)
 	}

@@ -56,12 +56,15 @@ func RunUnlocked(ctx context.Context, job Job, cause error) error {
 	if err := becomeSubreaper(); err != nil {
 		return err
 	}
-	return runUnlocked(ctx, job, prepare(job.Watchdog, job.Clock), sigs, cause)
+	return runUnlocked(ctx, job, nil, sigs, cause)
 }
 
-// runUnlocked is RunUnlocked once signals are caught and the command's
-// guards are being prepared.
+// runUnlocked is RunUnlocked once signals are caught; proc is what was
+// prepared while waiting for the lock, if anything.
 func runUnlocked(_ context.Context, job Job, proc *process, sigs <-chan os.Signal, cause error) error {
+	if proc == nil {
+		proc = prepare(job.Watchdog, job.Clock)
+	}
 	job.Stats.failOpen()
 	job.Log.Error("FAIL-OPEN: the backend cannot be reached; running the command WITHOUT the lock",
 		"event", EventFailOpen, "err", cause)

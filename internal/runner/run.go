@@ -63,12 +63,14 @@ func Run(ctx context.Context, job Job) error {
 	if err := becomeSubreaper(); err != nil {
 		return err
 	}
-	// The command's guards are made while the backend grants: a waiter's
-	// off the hand-off path, and a run's beside the grant's round trip or
-	// fsync, which leave a core idle for the watchdog's start-up.
-	proc := prepare(job.Watchdog, job.Clock)
+	// A waiter readies the command's guards while it waits, off the
+	// hand-off path; a run that may find the lock busy does not pay for
+	// them before it knows (a busy run's wasted watchdog is a Go
+	// program's start, which contenders in a loop load a host with).
+	var proc *process
 	var ctl *control // the command's channel to us: checkpoints, fence checks
 	if job.Acquire.Wait {
+		proc = prepare(job.Watchdog, job.Clock)
 		ctl = newControl(job, job.Log)
 	}
 	asked := time.Now() // a reported duration: wall time will do
@@ -79,8 +81,13 @@ func Run(ctx context.Context, job Job) error {
 		if job.FailOpen && FailOpenable(err) {
 			return runUnlocked(ctx, job, proc, sigs, err)
 		}
-		proc.abandon()
+		if proc != nil {
+			proc.abandon()
+		}
 		return err
+	}
+	if proc == nil {
+		proc = prepare(job.Watchdog, job.Clock)
 	}
 	log := job.Log.With("token", g.lease.Token().String())
 	if !job.Acquire.Wait {
