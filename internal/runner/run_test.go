@@ -355,9 +355,9 @@ func TestStartErrorStatus(t *testing.T) {
 	}
 }
 
-// A run prepares the command's cgroup and watchdog while it asks for the
-// lock; one that finds the lock busy leaves neither behind, however far
-// the preparation had come.
+// A waiter prepares the command's cgroup and watchdog while it asks for
+// the lock; one that gives up (here: a busy answer) leaves neither behind,
+// however far the preparation had come.
 func TestABusyRunLeavesNoGuards(t *testing.T) {
 	busy := &backend.HeldError{Status: backend.Status{Key: "job", Held: true, Holder: "other"}}
 	parent, cgErr := ownCgroup()
@@ -368,6 +368,7 @@ func TestABusyRunLeavesNoGuards(t *testing.T) {
 			return nil, busy
 		}), "true")
 		job.Watchdog = testWatchdog(t)
+		job.Acquire.Wait = true // only a waiter prepares before the answer
 		wantExit(t, Run(t.Context(), job), backend.ErrHeld)
 		if kids, _ := procfs.Children(os.Getpid()); len(kids) > 0 {
 			t.Errorf("busy after %v: children %v left behind", answer, kids)
