@@ -54,7 +54,7 @@ type state struct {
 }
 
 func newApp(st *state) *cli.App {
-	return &cli.App{
+	return withNames(&cli.App{
 		Name:    "lockrun",
 		Usage:   "run a command under a distributed lock",
 		Version: buildVersion(),
@@ -76,7 +76,7 @@ func newApp(st *state) *cli.App {
 			_ = cli.ShowAppHelp(c)
 			return usagef("no command given")
 		},
-	}
+	})
 }
 
 func onUsageError(_ *cli.Context, err error, _ bool) error {

@@ -63,6 +63,9 @@ func describeFlag(f cli.Flag) option {
 	}
 	o.Placeholder, o.Usage = unquote(d.GetUsage())
 	o.Env, o.Value = d.GetEnvVars(), d.TakesValue()
+	if u, ok := f.(interface{ Unwrap() cli.Flag }); ok {
+		f = u.Unwrap() // a flag with its names made once (package app)
+	}
 	switch f.(type) {
 	case *cli.DurationFlag, *cli.GenericFlag: // lockrun's generic flags are durations that take bare seconds
 		o.Kind = "duration"
