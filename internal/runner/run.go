@@ -26,6 +26,22 @@ type Locker interface {
 	Acquire(ctx context.Context, key string, o backend.AcquireOptions) (backend.Lease, error)
 }
 
+// localLocker is a Locker whose locks live on this machine (the file
+// backend): it answers without a round trip, a busy answer at once.
+type localLocker interface {
+	Local() bool
+}
+
+// isLocal tells whether locker, or the backend it wraps, is local.
+func isLocal(locker Locker) bool {
+	var l any = locker
+	if w, ok := l.(wrappedLocker); ok {
+		l = w.Unwrap()
+	}
+	local, ok := l.(localLocker)
+	return ok && local.Local()
+}
+
 // Job is one command to run under one lock.
 type Job struct {
 	Key        string
@@ -64,13 +80,17 @@ func Run(ctx context.Context, job Job) error {
 		return err
 	}
 	// A waiter readies the command's guards while it waits, off the
-	// hand-off path; a run that may find the lock busy does not pay for
-	// them before it knows (a busy run's wasted watchdog is a Go
-	// program's start, which contenders in a loop load a host with).
+	// hand-off path, and so does a run on a backend on this machine, whose
+	// busy answer comes before the watchdog would start. A run that asks a
+	// server does not pay for them before it knows: a busy run's wasted
+	// watchdog is a Go program's start, which contenders in a loop load a
+	// host with.
 	var proc *process
 	var ctl *control // the command's channel to us: checkpoints, fence checks
-	if job.Acquire.Wait {
+	if job.Acquire.Wait || isLocal(job.Locker) {
 		proc = prepare(job.Watchdog, job.Clock)
+	}
+	if job.Acquire.Wait {
 		ctl = newControl(job, job.Log)
 	}
 	asked := time.Now() // a reported duration: wall time will do

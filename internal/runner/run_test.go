@@ -232,6 +232,34 @@ func TestBusyAndTimeout(t *testing.T) {
 // locker is a Locker whose Acquire is a function.
 type locker func(ctx context.Context) (backend.Lease, error)
 
+// localFunc is a Locker on this machine, as the file backend is.
+type localFunc struct{ Locker }
+
+func (localFunc) Local() bool { return true }
+
+// TestGuardsBeforeTheAnswerOnlyWhereTheyCostNothing: a run that does not
+// wait makes its watchdog before the backend answers only when the backend
+// is on this machine; a run asking a server starts none for a busy answer.
+func TestGuardsBeforeTheAnswerOnlyWhereTheyCostNothing(t *testing.T) {
+	for _, local := range []bool{false, true} {
+		var kids []int
+		var l Locker = locker(func(context.Context) (backend.Lease, error) {
+			time.Sleep(100 * time.Millisecond) // room for a watchdog to start
+			kids, _ = procfs.Children(os.Getpid())
+			return nil, &backend.HeldError{Status: backend.Status{Key: "job", Held: true}}
+		})
+		if local {
+			l = localFunc{l}
+		}
+		job := testJob(t, l, "true")
+		job.Watchdog = testWatchdog(t)
+		wantExit(t, Run(t.Context(), job), backend.ErrHeld)
+		if started := len(kids) > 0; started != local {
+			t.Errorf("local %v: children %v while the backend answered; want a watchdog only on a local backend", local, kids)
+		}
+	}
+}
+
 func (f locker) Acquire(ctx context.Context, _ string, _ backend.AcquireOptions) (backend.Lease, error) {
 	return f(ctx)
 }
@@ -359,16 +387,27 @@ func TestStartErrorStatus(t *testing.T) {
 // the lock; one that gives up (here: a busy answer) leaves neither behind,
 // however far the preparation had come.
 func TestABusyRunLeavesNoGuards(t *testing.T) {
+	t.Run("waiter", func(t *testing.T) { testBusyRunLeavesNoGuards(t, true, false) })
+	t.Run("local", func(t *testing.T) { testBusyRunLeavesNoGuards(t, false, true) })
+}
+
+// testBusyRunLeavesNoGuards runs jobs that make their guards before the
+// answer (a waiter's, or a run's on a local backend) and get a busy one.
+func testBusyRunLeavesNoGuards(t *testing.T, wait, local bool) {
 	busy := &backend.HeldError{Status: backend.Status{Key: "job", Held: true, Holder: "other"}}
 	parent, cgErr := ownCgroup()
 	before, _ := filepath.Glob(filepath.Join(parent, "lockrun-*")) // others' runs
 	for _, answer := range []time.Duration{0, time.Millisecond, 5 * time.Millisecond, 50 * time.Millisecond} {
-		job := testJob(t, locker(func(context.Context) (backend.Lease, error) {
+		var l Locker = locker(func(context.Context) (backend.Lease, error) {
 			time.Sleep(answer)
 			return nil, busy
-		}), "true")
+		})
+		if local {
+			l = localFunc{l}
+		}
+		job := testJob(t, l, "true")
 		job.Watchdog = testWatchdog(t)
-		job.Acquire.Wait = true // only a waiter prepares before the answer
+		job.Acquire.Wait = wait
 		wantExit(t, Run(t.Context(), job), backend.ErrHeld)
 		if kids, _ := procfs.Children(os.Getpid()); len(kids) > 0 {
 			t.Errorf("busy after %v: children %v left behind", answer, kids)
