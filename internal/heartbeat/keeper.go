@@ -33,12 +33,13 @@ type Keeper struct {
 	lost     chan struct{}
 	stop     chan struct{}
 	stopOnce sync.Once
-	done     chan struct{}
 	inflight sync.WaitGroup
 
-	mu     sync.Mutex
-	killAt time.Time // the current kill deadline; final once lost is closed
-	cause  error
+	mu       sync.Mutex
+	killAt   time.Time // the current kill deadline; final once lost is closed
+	cause    error
+	stopped  bool // Stop has begun: no renewal starts
+	renewing int  // renewals in flight
 }
 
 // Option changes how a Keeper works.
@@ -52,8 +53,9 @@ func WithLogger(l *slog.Logger) Option { return func(k *Keeper) { k.log = l } }
 func WithClock(c clock.Clock) Option { return func(k *Keeper) { k.clock = c } }
 
 // OnExtend calls f with the new kill deadline after the acquisition and
-// after every successful renewal, from the keeper's goroutine; f must not
-// block. It lets a watchdog outside this process hold the deadline.
+// after every successful renewal, from the keeper's goroutine, never once
+// Stop has returned; f must not block, nor call the Keeper. It lets a
+// watchdog outside this process hold the deadline.
 func OnExtend(f func(killAt time.Time)) Option { return func(k *Keeper) { k.onLive = f } }
 
 // Start begins renewing lease, acquired by a request sent at sent (on the
@@ -67,7 +69,6 @@ func Start(ctx context.Context, lease Renewer, p Policy, sent time.Time, opts ..
 		log:    slog.New(slog.DiscardHandler),
 		lost:   make(chan struct{}),
 		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
 		killAt: p.KillAt(sent),
 	}
 	for _, o := range opts {
@@ -101,10 +102,19 @@ func (k *Keeper) Err() error {
 const stopWait = time.Second
 
 // Stop ends the renewals and waits until none is in flight, a second at
-// most. It is safe to call more than once and after a loss.
+// most. No renewal starts once it has begun; it does not wait for the
+// keeper's goroutine, which ends on its own (a release that follows need
+// not wait for that goroutine to be woken). It is safe to call more than
+// once and after a loss.
 func (k *Keeper) Stop() {
+	k.mu.Lock()
+	k.stopped = true
+	busy := k.renewing > 0
+	k.mu.Unlock()
 	k.stopOnce.Do(func() { close(k.stop) })
-	<-k.done
+	if !busy {
+		return
+	}
 	idle := make(chan struct{})
 	go func() {
 		k.inflight.Wait()
@@ -120,7 +130,6 @@ func (k *Keeper) Stop() {
 }
 
 func (k *Keeper) loop(ctx context.Context, sent time.Time) {
-	defer close(k.done)
 	p := k.policy
 	k.extended(sent)
 	next := sent.Add(p.Interval)
@@ -149,7 +158,9 @@ func (k *Keeper) loop(ctx context.Context, sent time.Time) {
 		case err == nil:
 			sent, lastErr = s, nil
 			next = s.Add(p.Interval)
-			k.extended(s)
+			if !k.extended(s) {
+				return // stopped as the renewal came back
+			}
 			k.log.Debug("lease renewed", "event", "renewed", "took", k.clock.Now().Sub(s).Round(time.Microsecond), "kill_by", p.KillAt(s).Sub(k.clock.Now()).Round(time.Millisecond))
 		case errors.Is(err, errStopped):
 			return
@@ -171,11 +182,18 @@ func (k *Keeper) loop(ctx context.Context, sent time.Time) {
 func (k *Keeper) renew(ctx context.Context, termAt time.Time) error {
 	// A context's deadline is on Go's clock, which a suspend holds back;
 	// the wait below is on the keeper's, and cancels it.
+	k.mu.Lock()
+	if k.stopped {
+		k.mu.Unlock()
+		return errStopped
+	}
+	k.renewing++
+	k.inflight.Add(1)
+	k.mu.Unlock()
 	rctx, cancel := context.WithTimeout(ctx, termAt.Sub(k.clock.Now()))
 	res := make(chan error, 1)
-	k.inflight.Add(1)
 	go func() {
-		defer k.inflight.Done()
+		defer k.renewed()
 		defer cancel()
 		res <- k.lease.Renew(rctx)
 	}()
@@ -193,6 +211,14 @@ func (k *Keeper) renew(ctx context.Context, termAt time.Time) error {
 	}
 }
 
+// renewed ends a renewal's count in flight.
+func (k *Keeper) renewed() {
+	k.mu.Lock()
+	k.renewing--
+	k.mu.Unlock()
+	k.inflight.Done()
+}
+
 // sleep waits until at on the keeper's clock, or until wake fires; ok is
 // false when Stop came first, woken true when wake did.
 func (k *Keeper) sleep(at time.Time, wake <-chan struct{}) (ok, woken bool) {
@@ -208,14 +234,21 @@ func (k *Keeper) sleep(at time.Time, wake <-chan struct{}) (ok, woken bool) {
 	}
 }
 
-func (k *Keeper) extended(sent time.Time) {
+// extended moves the kill deadline to the one of a renewal sent at sent,
+// and tells onLive, unless Stop has begun: it reports whether it did.
+// onLive is called under mu, so that none runs once Stop has returned.
+func (k *Keeper) extended(sent time.Time) bool {
 	killAt := k.policy.KillAt(sent)
 	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.stopped {
+		return false
+	}
 	k.killAt = killAt
-	k.mu.Unlock()
 	if k.onLive != nil {
 		k.onLive(killAt)
 	}
+	return true
 }
 
 func (k *Keeper) lose(cause error, killBy time.Time) {

@@ -266,3 +266,34 @@ func repeat(s step, n int) []step {
 	}
 	return out
 }
+
+// TestNothingRenewsOnceStopHasReturned: Stop no longer waits for the
+// keeper's goroutine, yet once it returns no renewal starts and OnExtend
+// is not called, whether it came between renewals or at a renewal's due
+// time.
+func TestNothingRenewsOnceStopHasReturned(t *testing.T) {
+	for _, at := range []time.Duration{1500 * time.Millisecond, 2 * time.Second} {
+		synctest.Test(t, func(t *testing.T) {
+			lease := &fakeLease{}
+			var mu sync.Mutex
+			extends := 0
+			p := testPolicy(t)
+			k := Start(t.Context(), lease, p, time.Now(), WithClock(clock.Runtime), OnExtend(func(time.Time) {
+				mu.Lock()
+				extends++
+				mu.Unlock()
+			}))
+			time.Sleep(at)
+			k.Stop()
+			mu.Lock()
+			calls, seen := len(lease.sent()), extends
+			mu.Unlock()
+			time.Sleep(5 * p.Interval)
+			mu.Lock()
+			defer mu.Unlock()
+			if got := len(lease.sent()); got != calls || extends != seen {
+				t.Errorf("stopped at +%v: %d renewals and %d deadlines by Stop's return, %d and %d after", at, calls, seen, got, extends)
+			}
+		})
+	}
+}

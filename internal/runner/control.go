@@ -191,7 +191,9 @@ func (c *control) watch(lost <-chan struct{}) {
 
 // stop stops answering and ends the requests in flight: nothing is
 // written for this lease once the command is gone and the lock is about
-// to be released.
+// to be released. Every answer from then on is a refusal; stop waits for
+// the one being made (answers hold mu), not for the socket's goroutines
+// to be woken, which close does.
 func (c *control) stop() {
 	if c == nil {
 		return
@@ -199,16 +201,18 @@ func (c *control) stop() {
 	c.once.Do(func() { close(c.lost) })
 	c.cancel()
 	c.ln.Close()
-	c.wg.Wait()
+	c.mu.Lock() // the answer in flight, its backend call cancelled, is made
+	c.mu.Unlock()
 }
 
-// close stops answering (see stop); an abstract socket leaves nothing
-// else to remove.
+// close stops answering (see stop) and waits for the socket's goroutines;
+// an abstract socket leaves nothing else to remove.
 func (c *control) close() {
 	if c == nil {
 		return
 	}
 	c.stop()
+	c.wg.Wait()
 }
 
 func (c *control) accept() {

@@ -12,7 +12,9 @@ import (
 // reapAll reaps every child. Once the command is reaped and no other
 // descendant is left, it closes gone and stops the watchdog, which guards
 // the command's leftovers until then; a watchdog that dies before that
-// closes wdDied. It returns when no child remains.
+// closes wdDied. It removes the cgroup and returns when no child remains:
+// after the watchdog, so that the rmdir does not compete with the
+// release that gone lets go.
 func (p *process) reapAll() {
 	defer close(p.reaped)
 	commandDone, goneClosed := false, false
@@ -29,8 +31,8 @@ func (p *process) reapAll() {
 			continue
 		}
 		if err != nil { // ECHILD: no child remains
+			p.dropCgroup()
 			if !goneClosed {
-				p.dropCgroup()
 				close(p.gone)
 			}
 			return
@@ -62,7 +64,6 @@ func (p *process) reapAll() {
 			if p.wd != nil {
 				p.wd.Stop()
 			}
-			p.dropCgroup()
 		}
 	}
 }
