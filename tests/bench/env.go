@@ -56,7 +56,10 @@ func (e *env) samplesOf(n int) int {
 // Report starts the servers, runs every measure on every backend and
 // writes one markdown table per measure to w, each as soon as it is done.
 func Report(tb testing.TB, cfg Config, w io.Writer) {
-	e := &env{tb: tb, lockrun: cfg.Lockrun, stamp: cfg.Stamp, baseline: cfg.Baseline, dir: tb.TempDir(), short: cfg.Short, runs: cfg.OverheadRuns}
+	e := &env{tb: tb, lockrun: install(tb, cfg.Lockrun), stamp: cfg.Stamp, dir: tb.TempDir(), short: cfg.Short, runs: cfg.OverheadRuns}
+	if cfg.Baseline != "" {
+		e.baseline = install(tb, cfg.Baseline)
+	}
 	var tgs []target
 	starts := map[string]func() target{"file": e.fileTarget, "redis": e.redisTarget, "redlock": e.redlockTarget, "etcd": e.etcdTarget, "postgres": e.postgresTarget, "zookeeper": e.zookeeperTarget}
 	for _, name := range []string{"file", "redis", "redlock", "etcd", "postgres", "zookeeper"} {
