@@ -162,8 +162,8 @@ func (k *Keeper) loop(ctx context.Context, sent time.Time) {
 				return // stopped as the renewal came back
 			}
 			k.log.Debug("lease renewed", "event", "renewed", "took", k.clock.Now().Sub(s).Round(time.Microsecond), "kill_by", p.KillAt(s).Sub(k.clock.Now()).Round(time.Millisecond))
-		case errors.Is(err, errStopped):
-			return
+		case errors.Is(err, errStopped) || k.isStopped():
+			return // nothing to report of a lease being released
 		case errors.Is(err, backend.ErrLost):
 			k.lose(err, minTime(k.clock.Now().Add(p.Grace), p.KillAt(sent)))
 			return
@@ -209,6 +209,12 @@ func (k *Keeper) renew(ctx context.Context, termAt time.Time) error {
 		cancel()
 		return errStopped
 	}
+}
+
+func (k *Keeper) isStopped() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.stopped
 }
 
 // renewed ends a renewal's count in flight.

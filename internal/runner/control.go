@@ -261,6 +261,11 @@ func (c *control) handle(conn net.Conn) {
 		ans = c.answer(ctx, req)
 		cancel()
 	}
+	if req.Op == OpFenceCheck && ans.Status == StatusOK && isClosed(c.lost) {
+		// Made before stop, it would be read after the release: stop no
+		// longer waits for the socket's goroutines.
+		ans = c.refused()
+	}
 	if err := json.NewEncoder(conn).Encode(ans); err != nil {
 		c.log.Debug("control: answer not delivered", "op", req.Op, "err", err)
 	}

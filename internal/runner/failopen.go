@@ -63,8 +63,9 @@ func RunUnlocked(ctx context.Context, job Job, cause error) error {
 // prepared while waiting for the lock, if anything.
 func runUnlocked(_ context.Context, job Job, proc *process, sigs <-chan os.Signal, cause error) error {
 	if proc == nil {
-		proc = prepare(job.Watchdog, job.Clock)
+		proc = prepare(job.Watchdog, job.Clock, false)
 	}
+	proc.answer() // the backend's: unreachable
 	job.Stats.failOpen()
 	job.Log.Error("FAIL-OPEN: the backend cannot be reached; running the command WITHOUT the lock",
 		"event", EventFailOpen, "err", cause)

@@ -28,6 +28,8 @@ type process struct {
 	cgWhy    error         // why the command is not contained in a cgroup
 	ready    chan struct{} // closed once prepare's cgroup and watchdog are made
 	dropped  atomic.Bool   // abandon was called: prepare makes nothing more
+	answered chan struct{} // closed by answer: the lock came, or not
+	answer1  sync.Once
 	wdProg   *watchdog.Program
 	wd       *watchdog.Link // nil without a watchdog
 	wdErr    error          // why there is no watchdog
@@ -71,18 +73,22 @@ var makeCgroup = newCgroup
 // prepare readies what guards a command: its cgroup, and the watchdog
 // (none when wd is nil), in the background, and start waits for them. A
 // run calls it before it asks for the lock, so that none of it delays the
-// command's start once the lock is granted: the watchdog's start-up runs
-// while the backend grants. A run that finds the lock busy abandons them,
-// usually before the watchdog is started.
-func prepare(wd *watchdog.Program, clk clock.Clock) *process {
+// command's start once the lock is granted. With untilAnswer, the
+// watchdog waits for answer: a busy answer then costs a cgroup's mkdir
+// and rmdir, never a watchdog's start. A run that finds the lock busy
+// abandons them.
+func prepare(wd *watchdog.Program, clk clock.Clock, untilAnswer bool) *process {
 	p := &process{clock: clk, wdProg: wd, ready: make(chan struct{}), wdDied: make(chan struct{}),
-		exited: make(chan struct{}), gone: make(chan struct{}), reaped: make(chan struct{})}
+		exited: make(chan struct{}), gone: make(chan struct{}), reaped: make(chan struct{}), answered: make(chan struct{})}
 	go func() {
 		defer close(p.ready)
 		if p.dropped.Load() {
 			return
 		}
 		p.cg, p.cgWhy = makeCgroup()
+		if untilAnswer {
+			<-p.answered
+		}
 		if wd != nil && !p.dropped.Load() {
 			p.wd, p.wdErr = watchdog.Start(*wd, p.cgroupDir())
 		}
@@ -97,9 +103,14 @@ func (p *process) cgroupDir() string {
 	return p.cg.dir
 }
 
+// answer tells prepare that the backend has answered: a watchdog held
+// back for the answer starts now, unless abandon came first.
+func (p *process) answer() { p.answer1.Do(func() { close(p.answered) }) }
+
 // abandon undoes prepare when no command is to start.
 func (p *process) abandon() {
 	p.dropped.Store(true)
+	p.answer()
 	<-p.ready
 	if p.wd != nil {
 		p.wd.Stop()

@@ -13,8 +13,7 @@ import (
 // descendant is left, it closes gone and stops the watchdog, which guards
 // the command's leftovers until then; a watchdog that dies before that
 // closes wdDied. It removes the cgroup and returns when no child remains:
-// after the watchdog, so that the rmdir does not compete with the
-// release that gone lets go.
+// once the stopped watchdog is reaped, not as gone lets the release go.
 func (p *process) reapAll() {
 	defer close(p.reaped)
 	commandDone, goneClosed := false, false

@@ -80,15 +80,15 @@ func Run(ctx context.Context, job Job) error {
 		return err
 	}
 	// A waiter readies the command's guards while it waits, off the
-	// hand-off path, and so does a run on a backend on this machine, whose
-	// busy answer comes before the watchdog would start. A run that asks a
-	// server does not pay for them before it knows: a busy run's wasted
-	// watchdog is a Go program's start, which contenders in a loop load a
-	// host with.
+	// hand-off path. A run on a backend on this machine makes the cgroup
+	// while it asks (the grant's fdatasync leaves a core for it) and the
+	// watchdog once granted; a run that asks a server makes both once
+	// granted. A busy run so never pays for a watchdog, a Go program's
+	// start, which contenders in a loop would load a host with.
 	var proc *process
 	var ctl *control // the command's channel to us: checkpoints, fence checks
 	if job.Acquire.Wait || isLocal(job.Locker) {
-		proc = prepare(job.Watchdog, job.Clock)
+		proc = prepare(job.Watchdog, job.Clock, !job.Acquire.Wait)
 	}
 	if job.Acquire.Wait {
 		ctl = newControl(job, job.Log)
@@ -107,8 +107,9 @@ func Run(ctx context.Context, job Job) error {
 		return err
 	}
 	if proc == nil {
-		proc = prepare(job.Watchdog, job.Clock)
+		proc = prepare(job.Watchdog, job.Clock, false)
 	}
+	proc.answer()
 	log := job.Log.With("token", g.lease.Token().String())
 	if !job.Acquire.Wait {
 		ctl = newControl(job, log)

@@ -237,15 +237,20 @@ type localFunc struct{ Locker }
 
 func (localFunc) Local() bool { return true }
 
-// TestGuardsBeforeTheAnswerOnlyWhereTheyCostNothing: a run that does not
-// wait makes its watchdog before the backend answers only when the backend
-// is on this machine; a run asking a server starts none for a busy answer.
-func TestGuardsBeforeTheAnswerOnlyWhereTheyCostNothing(t *testing.T) {
+// TestNoWatchdogForABusyAnswer: a run that does not wait starts no
+// watchdog before the backend answers, a busy answer then costing none;
+// on a backend on this machine it makes the command's cgroup meanwhile.
+func TestNoWatchdogForABusyAnswer(t *testing.T) {
+	parent, cgErr := ownCgroup()
 	for _, local := range []bool{false, true} {
-		var kids []int
+		var kids, cgroups []string
 		var l Locker = locker(func(context.Context) (backend.Lease, error) {
 			time.Sleep(100 * time.Millisecond) // room for a watchdog to start
-			kids, _ = procfs.Children(os.Getpid())
+			pids, _ := procfs.Children(os.Getpid())
+			for _, pid := range pids {
+				kids = append(kids, strconv.Itoa(pid))
+			}
+			cgroups, _ = filepath.Glob(filepath.Join(parent, "lockrun-*"))
 			return nil, &backend.HeldError{Status: backend.Status{Key: "job", Held: true}}
 		})
 		if local {
@@ -253,9 +258,14 @@ func TestGuardsBeforeTheAnswerOnlyWhereTheyCostNothing(t *testing.T) {
 		}
 		job := testJob(t, l, "true")
 		job.Watchdog = testWatchdog(t)
+		before, _ := filepath.Glob(filepath.Join(parent, "lockrun-*")) // others' runs
 		wantExit(t, Run(t.Context(), job), backend.ErrHeld)
-		if started := len(kids) > 0; started != local {
-			t.Errorf("local %v: children %v while the backend answered; want a watchdog only on a local backend", local, kids)
+		if len(kids) > 0 {
+			t.Errorf("local %v: children %v while the backend answered; want no watchdog before the answer", local, kids)
+		}
+		made := len(cgroups) > len(before)
+		if cgErr == nil && made != local {
+			t.Errorf("local %v: cgroups %v while the backend answered (before: %v); want the command's only on a local backend", local, cgroups, before)
 		}
 	}
 }

@@ -110,7 +110,7 @@ func (e *env) runChain(tl tool, n int, served func() int64) (chain, error) {
 
 // startBatch is how many waiters of a chain start before the bench waits
 // for them to queue.
-const startBatch = 50
+const startBatch = 20
 
 // count calls served, or returns 0 when there is no server to ask.
 func count(served func() int64) int64 {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -31,11 +32,47 @@ func install(tb testing.TB, binary string) string {
 		if err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
 			continue // the man page, completions
 		}
-		if err := copyUncached(src, filepath.Join(dir, filepath.Base(src))); err != nil {
+		dst := filepath.Join(dir, filepath.Base(src))
+		if err := copyUncached(src, dst); err != nil {
 			tb.Fatal(err)
 		}
+		if n, err := cachedPages(dst); err != nil || n > 0 {
+			tb.Fatalf("%s: %d pages still cached (%v): is %s a tmpfs?", dst, n, err, dir)
+		}
 	}
-	return filepath.Join(dir, filepath.Base(binary))
+	copied := filepath.Join(dir, filepath.Base(binary))
+	if _, err := os.Stat(copied); err != nil {
+		tb.Fatalf("%s is not a lockrun program: %v", binary, err)
+	}
+	return copied
+}
+
+// cachedPages counts the pages of path in the page cache: mincore(2) of a
+// mapping, which does not read the file in.
+func cachedPages(path string) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || fi.Size() == 0 {
+		return 0, err
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Munmap(m)
+	vec := make([]byte, (len(m)+os.Getpagesize()-1)/os.Getpagesize())
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+		return 0, errno
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n, nil
 }
 
 // copyUncached copies the program src to dst, durably, and asks the kernel
