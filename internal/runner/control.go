@@ -109,12 +109,13 @@ type control struct {
 	ln    net.Listener
 	log   *slog.Logger
 
-	ctx    context.Context // cancelled by close: requests in flight end
-	cancel context.CancelFunc
-	mu     sync.Mutex    // one backend call at a time, in order
-	lost   chan struct{} // closed when the lease is lost, or by close
-	once   sync.Once
-	wg     sync.WaitGroup
+	ctx     context.Context // cancelled by close: requests in flight end
+	cancel  context.CancelFunc
+	mu      sync.Mutex    // one backend call, and one answer's delivery, at a time
+	stopped bool          // under mu: stop has begun; nothing more is answered
+	lost    chan struct{} // closed when the lease is lost, or by close
+	once    sync.Once
+	wg      sync.WaitGroup
 }
 
 // wrappedLocker is a Locker in front of a backend (the CLI's wait
@@ -191,9 +192,10 @@ func (c *control) watch(lost <-chan struct{}) {
 
 // stop stops answering and ends the requests in flight: nothing is
 // written for this lease once the command is gone and the lock is about
-// to be released. Every answer from then on is a refusal; stop waits for
-// the one being made (answers hold mu), not for the socket's goroutines
-// to be woken, which close does.
+// to be released, and no fence check says it is held. Every answer from
+// then on is a refusal; stop waits for the one being made or delivered
+// (both hold mu), not for the socket's goroutines to be woken, which
+// close does.
 func (c *control) stop() {
 	if c == nil {
 		return
@@ -202,6 +204,7 @@ func (c *control) stop() {
 	c.cancel()
 	c.ln.Close()
 	c.mu.Lock() // the answer in flight, its backend call cancelled, is made
+	c.stopped = true
 	c.mu.Unlock()
 }
 
@@ -261,12 +264,23 @@ func (c *control) handle(conn net.Conn) {
 		ans = c.answer(ctx, req)
 		cancel()
 	}
-	if req.Op == OpFenceCheck && ans.Status == StatusOK && isClosed(c.lost) {
-		// Made before stop, it would be read after the release: stop no
-		// longer waits for the socket's goroutines.
-		ans = c.refused()
-	}
-	if err := json.NewEncoder(conn).Encode(ans); err != nil {
+	if err := c.deliver(conn, req.Op, ans); err != nil {
 		c.log.Debug("control: answer not delivered", "op", req.Op, "err", err)
 	}
+}
+
+// deliver writes ans under mu, so that a fence check made before stop is
+// not read after the release: stop no longer waits for the socket's
+// goroutines, so such an answer is a refusal once stop has begun. The
+// largest answer (a 64 KB checkpoint, about 90 KB of JSON) fits a Unix
+// socket's buffer, so the write does not wait for the client to read; on
+// a host whose buffers are smaller, stop waits for it at most until the
+// connection's deadline, as it waited for every handler before.
+func (c *control) deliver(conn net.Conn, op string, ans ControlAnswer) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if op == OpFenceCheck && ans.Status == StatusOK && c.stopped {
+		ans = c.refused()
+	}
+	return json.NewEncoder(conn).Encode(ans)
 }

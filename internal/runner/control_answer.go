@@ -13,10 +13,8 @@ import (
 func (c *control) answer(ctx context.Context, req ControlRequest) ControlAnswer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	select {
-	case <-c.lost:
+	if c.stopped || isClosed(c.lost) {
 		return c.refused()
-	default:
 	}
 	switch req.Op {
 	case OpFenceCheck:

@@ -72,11 +72,11 @@ var makeCgroup = newCgroup
 
 // prepare readies what guards a command: its cgroup, and the watchdog
 // (none when wd is nil), in the background, and start waits for them. A
-// run calls it before it asks for the lock, so that none of it delays the
-// command's start once the lock is granted. With untilAnswer, the
-// watchdog waits for answer: a busy answer then costs a cgroup's mkdir
-// and rmdir, never a watchdog's start. A run that finds the lock busy
-// abandons them.
+// waiter calls it before it asks for the lock, so that none of it delays
+// the command's start once the lock is granted. With untilAnswer, the
+// watchdog waits for answer, and only the cgroup is made meanwhile: a
+// busy answer then costs a cgroup's mkdir and rmdir, never a watchdog's
+// start. A run that does not get the lock abandons them.
 func prepare(wd *watchdog.Program, clk clock.Clock, untilAnswer bool) *process {
 	p := &process{clock: clk, wdProg: wd, ready: make(chan struct{}), wdDied: make(chan struct{}),
 		exited: make(chan struct{}), gone: make(chan struct{}), reaped: make(chan struct{}), answered: make(chan struct{})}

@@ -83,8 +83,9 @@ func Run(ctx context.Context, job Job) error {
 	// hand-off path. A run on a backend on this machine makes the cgroup
 	// while it asks (the grant's fdatasync leaves a core for it) and the
 	// watchdog once granted; a run that asks a server makes both once
-	// granted. A busy run so never pays for a watchdog, a Go program's
-	// start, which contenders in a loop would load a host with.
+	// granted. A run that does not wait so never pays for a watchdog, a
+	// Go program's start, when the lock is busy: contenders retrying in a
+	// loop would load a host with them.
 	var proc *process
 	var ctl *control // the command's channel to us: checkpoints, fence checks
 	if job.Acquire.Wait || isLocal(job.Locker) {

@@ -18,8 +18,8 @@ import (
 // runs the command (`\!`). pg_stat_statements counts the statements. A
 // queue of 1000 lockruns (measure 6) holds 1000 sessions, and those of
 // hand-offs still closing come on top: 1100, the tests' servers' limit,
-// was too few (section 7 of docs/performance.md), so this one has room
-// for twice the queue; and a deadlock_timeout longer than any wait, as
+// was too few (docs/backends/postgres.md), so this one has room for
+// twice the queue; and a deadlock_timeout longer than any wait, as
 // docs/backends/postgres.md asks of long lines: with the default 1 s,
 // the deadlock checks of hundreds of queued sessions stall every new
 // session's authentication past the 5 s connect timeout.
