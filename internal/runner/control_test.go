@@ -1,7 +1,9 @@
 package runner
 
 import (
+	"encoding/json"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -134,6 +136,37 @@ func TestControlRefusesCheckpointsInASemaphore(t *testing.T) {
 	for _, op := range []string{OpCheckpointSet, OpCheckpointGet} {
 		if a := ask(t, c, op, "v"); a.Status != StatusError || a.Kind != KindUsage || !strings.Contains(a.Message, "--limit 2") {
 			t.Errorf("%s in a semaphore run: %+v, want a usage error naming the limit", op, a)
+		}
+	}
+}
+
+// TestControlDeliversNoFenceCheckAfterStop: a fence check answered just
+// before stop is delivered as a refusal once stop has begun, since stop
+// no longer waits for the socket's goroutines and the release follows.
+func TestControlDeliversNoFenceCheckAfterStop(t *testing.T) {
+	c, _, _ := controlOn(t)
+	ans := c.answer(t.Context(), ControlRequest{Op: OpFenceCheck})
+	if ans.Status != StatusOK {
+		t.Fatalf("fence check before stop: %+v", ans)
+	}
+	c.stop()
+	for _, op := range []string{OpFenceCheck, OpCheckpointGet} {
+		got := ControlAnswer{Status: StatusOK, Token: ans.Token}
+		if op == OpFenceCheck {
+			got = ans
+		}
+		mine, theirs := net.Pipe()
+		done := make(chan error, 1)
+		go func() { done <- c.deliver(mine, op, got) }()
+		var read ControlAnswer
+		if err := json.NewDecoder(theirs).Decode(&read); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if want := map[string]string{OpFenceCheck: StatusLost, OpCheckpointGet: StatusOK}[op]; read.Status != want {
+			t.Errorf("%s made before stop, delivered after: %+v, want %s", op, read, want)
 		}
 	}
 }
