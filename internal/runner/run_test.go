@@ -233,6 +233,30 @@ func TestBusyAndTimeout(t *testing.T) {
 // locker is a Locker whose Acquire is a function.
 type locker func(ctx context.Context) (backend.Lease, error)
 
+// TestFailOpenOnALocalBackendStartsItsGuards: a run on a local backend
+// readies its cgroup and holds its watchdog back for the answer; an
+// outage that lets it fail open is an answer too, and the command runs
+// guarded instead of waiting for a watchdog that never starts.
+func TestFailOpenOnALocalBackendStartsItsGuards(t *testing.T) {
+	dir := t.TempDir()
+	job := testJob(t, localFunc{locker(func(context.Context) (backend.Lease, error) {
+		return nil, fmt.Errorf("%w: the disk is gone", backend.ErrUnavailable)
+	})}, "echo ran > "+filepath.Join(dir, "ran"))
+	job.Watchdog = testWatchdog(t)
+	job.FailOpen = true
+	done := make(chan error, 1)
+	go func() { done <- Run(t.Context(), job) }()
+	select {
+	case err := <-done:
+		wantExit(t, err, 0)
+	case <-time.After(30 * time.Second):
+		t.Fatal("a fail-open run on a local backend did not end: its watchdog never started")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ran")); err != nil {
+		t.Errorf("the command did not run: %v", err)
+	}
+}
+
 // localFunc is a Locker on this machine, as the file backend is.
 type localFunc struct{ Locker }
 
@@ -241,10 +265,19 @@ func (localFunc) Local() bool { return true }
 // TestNoWatchdogForABusyAnswer: a run that does not wait starts no
 // watchdog before the backend answers, a busy answer then costing none;
 // on a backend on this machine it makes the command's cgroup meanwhile.
+// Also on a host where no cgroup can be made (an unprivileged user
+// without a delegated one), where making it fails at once.
 func TestNoWatchdogForABusyAnswer(t *testing.T) {
+	t.Run("cgroups", func(t *testing.T) { testNoWatchdogForABusyAnswer(t, newCgroup) })
+	t.Run("no-cgroups", func(t *testing.T) {
+		testNoWatchdogForABusyAnswer(t, func() (*cgroup, error) { return nil, fs.ErrPermission })
+	})
+}
+
+func testNoWatchdogForABusyAnswer(t *testing.T, mk func() (*cgroup, error)) {
 	var made atomic.Int32
 	orig := makeCgroup
-	makeCgroup = func() (*cgroup, error) { made.Add(1); return orig() }
+	makeCgroup = func() (*cgroup, error) { made.Add(1); return mk() }
 	defer func() { makeCgroup = orig }()
 	for _, local := range []bool{false, true} {
 		made.Store(0)
