@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -35,7 +36,12 @@ func (b *Backend) SetCheckpoint(ctx context.Context, key string, token backend.T
 	}
 	keys := []string{b.names(key).lock, b.checkpointKey(key)}
 	seq := strconv.FormatInt(b.checkpointSeq(), 10)
+	b.cpWrites.RLock()
+	var writes sync.WaitGroup
+	writes.Add(len(b.masters))
+	go func() { writes.Wait(); b.cpWrites.RUnlock() }()
 	rs := fanout(ctx, b.masters, func(ctx context.Context, m *master) (int64, error) {
+		defer writes.Done()
 		return checkpointScript.Run(ctx, m.client, keys, token.String(), seq, value).Int64()
 	}, func(rs []reply[int64]) bool { return b.settled(tally(rs, stored)) })
 	ayes, noes, _ := tally(rs, stored)
@@ -106,11 +112,17 @@ func (b *Backend) GetCheckpoint(ctx context.Context, key string) (backend.Checkp
 
 // ClearCheckpoint deletes key's checkpoint on every master. Any master
 // not answering is an error: a copy left there would come back, as the
-// highest token read, once that master answers again.
+// highest token read, once that master answers again. It first waits for
+// this process's checkpoint writes still in flight (SetCheckpoint returns
+// on a majority): one landing after the delete would bring the value
+// back. A write from another process that returned just before the clear
+// and is still on its way to a slow master can do so all the same.
 func (b *Backend) ClearCheckpoint(ctx context.Context, key string) error {
 	if err := backend.ValidateKey(key); err != nil {
 		return err
 	}
+	b.cpWrites.Lock()
+	defer b.cpWrites.Unlock()
 	rs := fanout(ctx, b.masters, func(ctx context.Context, m *master) (int64, error) {
 		return m.client.Del(ctx, b.checkpointKey(key)).Result()
 	}, nil)

@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -45,6 +46,10 @@ type Backend struct {
 	prefix  string
 	scripts scripts
 	lastSeq atomic.Int64 // the last checkpoint's seq (see checkpointSeq)
+	// cpWrites is read-held by each SetCheckpoint until every master has
+	// answered its write, past the majority it returned on; a clear takes
+	// it whole, so that no write of this process lands after it.
+	cpWrites sync.RWMutex
 }
 
 // master is one Redis server of the set.
