@@ -173,8 +173,12 @@ func runCommand(ctx context.Context, job Job, proc *process, ctl *control, g gra
 	}
 	started := job.Clock.Now()
 	reportContainment(proc, log) // after the start: a log line must not delay it
+	trim := trimAtFirstRenewal(log)
 	keeper := heartbeat.Start(ctx, g.lease, p, g.sent, heartbeat.WithLogger(log), heartbeat.WithClock(job.Clock),
-		heartbeat.OnExtend(func(killAt time.Time) { proc.arm(killAt.Add(backstop)) }))
+		heartbeat.OnExtend(func(killAt time.Time) {
+			proc.arm(killAt.Add(backstop))
+			trim()
+		}))
 	defer keeper.Stop()
 	ctl.watch(keeper.Lost())
 	s := &supervisor{p: proc, loss: keeper, clock: job.Clock, sigs: sigs, grace: p.Grace, backstop: backstop, log: log}
