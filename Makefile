@@ -18,11 +18,11 @@ GO ?= go
 # generated beside the binary from the CLI's definition, by a separate
 # program (internal/gendocs) that the binary does not contain.
 BUILD_TAGS = urfave_cli_no_docs
-APP = github.com/lockrun/lockrun/internal/app
+BUILDINFO = github.com/lockrun/lockrun/internal/buildinfo
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
 DATE ?= $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null)
-LDFLAGS = -s -w -X $(APP).version=$(VERSION) -X $(APP).commit=$(COMMIT) -X $(APP).date=$(DATE)
+LDFLAGS = -s -w -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMIT) -X $(BUILDINFO).date=$(DATE)
 build:
 	CGO_ENABLED=0 $(GO) build -tags $(BUILD_TAGS) -trimpath -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
 	$(GO) run ./internal/gendocs -out bin -version "$(VERSION)" -date "$(DATE)"

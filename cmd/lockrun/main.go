@@ -14,6 +14,9 @@
 // lockrun-zookeeper), which is lockrun with that client added.
 package main
 
-import "github.com/lockrun/lockrun/internal/app"
+import (
+	"github.com/lockrun/lockrun/internal/app"
+	_ "github.com/lockrun/lockrun/internal/dispatch" // before app's packages initialise
+)
 
 func main() { app.Exit(nil) }

@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/internal/buildinfo"
 	"github.com/lockrun/lockrun/internal/logwriter"
 	"github.com/lockrun/lockrun/internal/runner"
 )
@@ -57,7 +58,7 @@ func newApp(st *state) *cli.App {
 	return withNames(&cli.App{
 		Name:    "lockrun",
 		Usage:   "run a command under a distributed lock",
-		Version: buildVersion(),
+		Version: buildinfo.Version(),
 		Description: "lockrun takes a lease on a named lock, runs the command, renews the lease while it runs,\n" +
 			"hands it a fencing token in LOCKRUN_FENCING_TOKEN, and kills it before the lease can\n" +
 			"expire if the lock is lost. See 'lockrun run --help'.",

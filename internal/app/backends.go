@@ -8,6 +8,7 @@ import (
 
 	"github.com/lockrun/lockrun/backend"
 	"github.com/lockrun/lockrun/backend/file"
+	"github.com/lockrun/lockrun/internal/delegate"
 )
 
 // An Opener opens the backend that a URL names.
@@ -44,7 +45,7 @@ func (st *state) openBackend(ctx context.Context, raw string) (backend.Backend, 
 		b, err := open(ctx, u)
 		return b, wrapURL(raw, err)
 	}
-	if prog, ok := programs[u.Scheme]; ok {
+	if prog, ok := delegate.Programs[u.Scheme]; ok {
 		return nil, wrapURL(raw, st.delegate(prog))
 	}
 	if u.Scheme == "" {

@@ -10,9 +10,6 @@ import (
 // Exit is the main of every lockrun program: it runs Main with clients on
 // the process's arguments and standard files, and exits with its status.
 func Exit(clients Clients) {
-	if clients == nil {
-		dispatch(os.Args)
-	}
 	// A log line written to a stdout or stderr whose reader has gone must
 	// not kill lockrun, and with it (by the watchdog) the command. A
 	// handler rather than SIG_IGN: the command still starts with SIGPIPE's

@@ -75,3 +75,14 @@ func TestAWrongGuessAtTheBackendStillReachesItsClient(t *testing.T) {
 		t.Errorf("run with -b redis:// after a holder named --: exit %d, stderr %q; want the redis client's refusal of the URL, exit 64", r.Code, r.Stderr)
 	}
 }
+
+// lockrun starts the program with a server backend's client before its
+// own CLI's packages initialise: a run on a server backend initialises
+// urfave/cli once, in the program started, not twice.
+func TestAServerRunStartsItsProgramBeforeTheCLIInitialises(t *testing.T) {
+	e := append(env(t), "GODEBUG=inittrace=1")
+	r := run(t, e, "status", "-b", "etcd://127.0.0.1/?nosuchparam=1", "k")
+	if n := strings.Count(r.Stderr, "init github.com/urfave/cli/v2 "); r.Code != 64 || n != 1 {
+		t.Errorf("status -b etcd://: exit %d, urfave/cli initialised %d times; want 64 (lockrun-etcd's refusal of the URL) and once", r.Code, n)
+	}
+}

@@ -1,0 +1,145 @@
+// Package delegate starts, in this process's place, the lockrun program
+// that has a server backend's client. lockrun itself has the file
+// backend's only: no run pays, at every start, for the package init and
+// the memory of clients it does not use (in one binary they were half of
+// a run's time on the file backend: see docs/performance.md).
+//
+// It links nothing with package initialisation of its own beyond the
+// standard library's basics and buildinfo, so that lockrun can dispatch
+// before its other packages initialise (see package dispatch).
+package delegate
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+	"syscall"
+
+	"github.com/lockrun/lockrun/internal/buildinfo"
+)
+
+// Programs names, for each server backend's URL scheme, the program that
+// has its client.
+var Programs = map[string]string{
+	"redis": "lockrun-redis", "rediss": "lockrun-redis", "redlock": "lockrun-redis", "redlocks": "lockrun-redis",
+	"etcd": "lockrun-etcd", "etcds": "lockrun-etcd",
+	"postgres": "lockrun-postgres", "postgresql": "lockrun-postgres",
+	"zk": "lockrun-zookeeper", "zks": "lockrun-zookeeper",
+}
+
+// Var marks a program started by Exec with the starting program's
+// version: one of another release (an upgrade half done) refuses, as
+// lockrun-watchdog does, and a started lockrun does not dispatch again.
+// The started program removes it from its environment before anything
+// else: the command never sees it.
+const Var = "LOCKRUN_DELEGATED"
+
+// Exec replaces this process with prog, from this program's own directory
+// (where `make build`, the archives and the packages install every
+// program), given args and this environment marked with Var. It returns
+// only when it cannot: prog is missing, not a program, or this very
+// program (a misnamed copy, which would start itself again).
+func Exec(prog string, args []string) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding %s: %w", prog, err)
+	}
+	path := exe[:strings.LastIndexByte(exe, '/')+1] + prog // os.Executable's path is absolute and clean
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%s, which has this backend's client, is not beside %s: install all of the release's programs together (`go install github.com/lockrun/lockrun/cmd/...`)", prog, exe)
+	case err != nil:
+		return err
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("%s is not a program (not a regular file)", path)
+	}
+	if self, err := os.Stat(exe); err == nil && os.SameFile(fi, self) {
+		return fmt.Errorf("%s has no client for this backend (is it a misnamed copy of another program?)", path)
+	}
+	const xOK = 1 // access(2)'s X_OK
+	if err := syscall.Access(path, xOK); err != nil {
+		return fmt.Errorf("%s cannot be executed: %w", path, err)
+	}
+	err = syscall.Exec(path, args, append(os.Environ(), Var+"="+buildinfo.Version()))
+	return fmt.Errorf("starting %s: %w", path, err)
+}
+
+// opensBackend are the commands that always open their --backend.
+var opensBackend = map[string]bool{"run": true, "status": true, "list": true, "release": true, "init": true}
+
+// Dispatch starts, in this process's place, the program that has the
+// client of the backend that args (a command line, program name first)
+// name, and returns when there is none to start or it could not: the
+// caller's CLI then opens the backend, and says why it cannot. Its reading
+// of the command line (the last --backend before "--", else
+// LOCKRUN_BACKEND) is a fast guess, not the CLI's parse: a wrong guess
+// costs one more exec, since the program started parses the command line
+// again and, if it lacks the client the flags name, starts the one that
+// has it.
+func Dispatch(args []string) {
+	i := 1
+	for i < len(args) && verboseArg(args[i]) {
+		i++
+	}
+	if _, ok := os.LookupEnv(Var); ok || i >= len(args) || !opensBackend[args[i]] {
+		return
+	}
+	raw, ok := backendArg(args[i+1:])
+	if !ok {
+		raw = os.Getenv("LOCKRUN_BACKEND")
+	}
+	if prog := Programs[scheme(raw)]; prog != "" {
+		_ = Exec(prog, args) // on failure, the CLI says why
+	}
+}
+
+// scheme is raw's URL scheme, lower-cased, or "" if it has none (RFC 3986:
+// a letter, then letters, digits, '+', '-' and '.', then ':'). It spares
+// Dispatch net/url, and the packages initialised before it.
+func scheme(raw string) string {
+	s, _, ok := strings.Cut(raw, ":")
+	if !ok || s == "" {
+		return ""
+	}
+	for i, c := range strings.ToLower(s) {
+		letter := 'a' <= c && c <= 'z'
+		if !letter && (i == 0 || !('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return ""
+		}
+	}
+	return strings.ToLower(s)
+}
+
+// backendArg is the last --backend (or -b) among a command's flags, which
+// end at "--".
+func backendArg(args []string) (string, bool) {
+	raw, found := "", false
+	for i := 0; i < len(args) && args[i] != "--"; i++ {
+		name, value, inline := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(args[i], "-"), "-"), "=")
+		if !strings.HasPrefix(args[i], "-") || name != "b" && name != "backend" {
+			continue
+		}
+		if !inline {
+			if i+1 == len(args) {
+				break
+			}
+			i++
+			value = args[i]
+		}
+		raw, found = value, true
+	}
+	return raw, found
+}
+
+// verboseArg tells whether arg is the global flag -v (--verbose), the only
+// one that may come before the command.
+func verboseArg(arg string) bool {
+	switch arg {
+	case "-v", "--v", "-verbose", "--verbose":
+		return true
+	}
+	return false
+}

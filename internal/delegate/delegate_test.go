@@ -1,0 +1,39 @@
+package delegate
+
+import "testing"
+
+// backendArg reads --backend as the CLI does, up to the command's "--".
+func TestBackendArgReadsTheFlagAsTheCLIDoes(t *testing.T) {
+	for _, c := range []struct {
+		args  []string
+		want  string
+		found bool
+	}{
+		{[]string{"-b", "etcd://h", "k", "--", "true"}, "etcd://h", true},
+		{[]string{"--backend=redis://h", "k", "--", "true"}, "redis://h", true},
+		{[]string{"-backend", "zk://h", "k"}, "zk://h", true},
+		{[]string{"--b=postgres://h/db", "k"}, "postgres://h/db", true},
+		{[]string{"-b", "etcd://a", "-q", "--backend", "etcd://b", "k"}, "etcd://b", true}, // the last one, as the CLI
+		{[]string{"k", "--", "lockrun", "run", "-b", "etcd://h"}, "", false},               // the command's own
+		{[]string{"--holder", "me", "k", "--", "true"}, "", false},
+		{[]string{"-b"}, "", false},
+		{[]string{"--bee", "x", "k"}, "", false},
+	} {
+		if got, found := backendArg(c.args); got != c.want || found != c.found {
+			t.Errorf("backendArg(%q) = %q, %v; want %q, %v", c.args, got, found, c.want, c.found)
+		}
+	}
+}
+
+// scheme reads a URL's scheme as net/url does, lower-cased.
+func TestSchemeReadsTheURLsScheme(t *testing.T) {
+	for raw, want := range map[string]string{
+		"etcd://h:2379": "etcd", "REDIS://h": "redis", "postgresql://u@h/db": "postgresql",
+		"zks://a,b/p": "zks", "x+y-z.1://h": "x+y-z.1",
+		"": "", "etcd": "", "://h": "", "1etcd://h": "", "et cd://h": "", "/tmp/x:y": "",
+	} {
+		if got := scheme(raw); got != want {
+			t.Errorf("scheme(%q) = %q, want %q", raw, got, want)
+		}
+	}
+}
