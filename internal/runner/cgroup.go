@@ -33,7 +33,9 @@ func newCgroup() (*cgroup, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(parent, "lockrun-"+strings.ToLower(rand.Text()[:12]))
+	// Named for the lockrun that made it, so that an operator (or a test)
+	// can tell whose it is: lockrun-PID-RANDOM.
+	dir := filepath.Join(parent, fmt.Sprintf("lockrun-%d-%s", os.Getpid(), strings.ToLower(rand.Text()[:8])))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, err
 	}
