@@ -1,6 +1,7 @@
 package zookeeper
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -79,7 +80,12 @@ type lease struct {
 	mu      sync.Mutex
 	rec     contender // the node's data
 	version int32     // the node's data version, as last written by us
-	start   time.Time
+	// unsure holds the data of our writes to the node since the last one
+	// the server answered, whose fate is unknown (the call gave up
+	// waiting): one may have been applied all the same, and moved the
+	// version on without us (see adoptOwnWrite).
+	unsure [][]byte
+	start  time.Time
 	// deadline fires at start plus the TTL: see pastDeadline.
 	deadline *time.Timer
 }
@@ -112,9 +118,18 @@ func (l *lease) Renew(ctx context.Context) error {
 	rec := l.rec
 	sent := time.Now()
 	rec.Renewed = sent.UnixMicro()
-	stat, err := call(ctx, l.b.cfg.RequestTimeout, func() (*zk.Stat, error) {
-		return l.s.conn.Set(l.node, encode(rec), l.version)
-	})
+	data := encode(rec)
+	var stat *zk.Stat
+	var err error
+	for try := 0; try < 2; try++ {
+		l.noteWrite(data)
+		stat, err = call(ctx, l.b.cfg.RequestTimeout, func() (*zk.Stat, error) {
+			return l.s.conn.Set(l.node, data, l.version)
+		})
+		if !errors.Is(err, zk.ErrBadVersion) || !l.adoptOwnWrite(ctx) {
+			break
+		}
+	}
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
 		return l.b.lost(l.key, "the holder's node was deleted")
@@ -128,9 +143,53 @@ func (l *lease) Renew(ctx context.Context) error {
 	case stat.Czxid != l.czxid:
 		return l.b.lost(l.key, "the holder's node was replaced")
 	}
-	l.rec, l.version, l.start = rec, stat.Version, l.b.startOf(sent)
+	l.rec, l.version, l.start, l.unsure = rec, stat.Version, l.b.startOf(sent), nil
 	l.deadline.Reset(time.Until(l.start.Add(l.TTL())))
 	return nil
+}
+
+// maxUnsure bounds the writes of unknown fate kept: renewals that time out
+// one after another within a TTL are a few.
+const maxUnsure = 16
+
+// noteWrite records data, about to be written to the node, as of unknown
+// fate until the server answers. The caller holds l.mu.
+func (l *lease) noteWrite(data []byte) {
+	if len(l.unsure) == maxUnsure {
+		l.unsure = l.unsure[1:]
+	}
+	l.unsure = append(l.unsure, data)
+}
+
+// adoptOwnWrite tells, after the server refused the node's version, whether
+// the node holds one of our own writes of unknown fate (the server applied
+// a renewal whose answer we gave up waiting for), and then takes its
+// version as ours. Anything else (a revocation's mark, a node replaced or
+// gone, a failed read) is not ours. Each renewal's data differs from every
+// other (its time, in µs), so equal data is our write. The caller holds
+// l.mu.
+func (l *lease) adoptOwnWrite(ctx context.Context) bool {
+	if len(l.unsure) == 0 {
+		return false
+	}
+	type got struct {
+		data []byte
+		stat *zk.Stat
+	}
+	g, err := call(ctx, l.b.cfg.RequestTimeout, func() (got, error) {
+		data, stat, err := l.s.conn.Get(l.node)
+		return got{data, stat}, err
+	})
+	if err != nil || g.stat.Czxid != l.czxid {
+		return false
+	}
+	for _, w := range l.unsure {
+		if bytes.Equal(w, g.data) {
+			l.version, l.unsure = g.stat.Version, nil
+			return true
+		}
+	}
+	return false
 }
 
 // Release deletes the holder's node, checked against our version, and
@@ -166,6 +225,10 @@ func (l *lease) release(ctx context.Context, hold time.Duration) error {
 		ops = append(ops, &zk.SetDataRequest{Path: l.b.statePath(l.key), Data: encode(st), Version: -1})
 	}
 	_, err := call(ctx, l.b.cfg.RequestTimeout, func() ([]zk.MultiResponse, error) { return l.s.conn.Multi(ops...) })
+	if errors.Is(err, zk.ErrBadVersion) && l.adoptOwnWrite(ctx) { // a renewal of ours landed unanswered
+		ops[0] = &zk.DeleteRequest{Path: l.node, Version: l.version}
+		_, err = call(ctx, l.b.cfg.RequestTimeout, func() ([]zk.MultiResponse, error) { return l.s.conn.Multi(ops...) })
+	}
 	switch {
 	case errors.Is(err, zk.ErrBadVersion): // only the delete checks a version
 		return l.releaseRevoked(ctx)
