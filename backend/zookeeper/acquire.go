@@ -59,6 +59,7 @@ func (b *Backend) acquireOnce(ctx context.Context, key string, o backend.Acquire
 			backend.ErrConfig, b.addr, key, s.timeout, o.TTL, b.cfg.TickTime)
 	}
 	b.track(s)
+	b.dropSpare()
 	l, err := b.queue(ctx, s, key, o)
 	if err != nil {
 		b.untrack(s)

@@ -252,8 +252,8 @@ func TestTTLAboveTheServersMaximumIsAConfigError(t *testing.T) {
 }
 
 // TestDefaultTTLRunUsesOneSession: a run with lockrun's default TTL takes
-// over the session that Open opened, once; status works after it, on a
-// session of its own, and a second lease gets a new one.
+// over the session that Open opened, once; status works after it, on the
+// lease's session, and a second lease gets a new one.
 func TestDefaultTTLRunUsesOneSession(t *testing.T) {
 	srv := zktest.Start(t)
 	b, key := openTest(t, srv.URL()), backendtest.Key(t)
@@ -264,8 +264,8 @@ func TestDefaultTTLRunUsesOneSession(t *testing.T) {
 	if l.(*lease).s != opened {
 		t.Error("a default-TTL Acquire opened a second session instead of taking Open's")
 	}
-	if st, err := b.Inspect(t.Context(), key); err != nil || st.Holder != "alice" || b.admin == opened {
-		t.Errorf("Inspect after the takeover = %+v, %v; want alice, on a new session", st, err)
+	if st, err := b.Inspect(t.Context(), key); err != nil || st.Holder != "alice" || b.admin != nil {
+		t.Errorf("Inspect after the takeover = %+v, %v (own session %p); want alice, on the lease's session", st, err, b.admin)
 	}
 	o2 := opts("bob", false)
 	o2.TTL = DefaultTTL
@@ -280,5 +280,51 @@ func TestDefaultTTLRunUsesOneSession(t *testing.T) {
 	}
 	if st, err := b.Inspect(t.Context(), key); err != nil || st.Held {
 		t.Errorf("Inspect after release = %+v, %v; want free", st, err)
+	}
+}
+
+// A run with another TTL opens a session of its own for its lease, and
+// Open's session, which nothing used, is closed then: the run pings the
+// ensemble from one session, and its checkpoints and status go through
+// the lease's. Once the lease is gone, status opens a session again.
+func TestOtherTTLRunUsesOneSession(t *testing.T) {
+	srv := zktest.Start(t)
+	b, key := openTest(t, srv.URL()), backendtest.Key(t)
+	opened := b.admin
+	o := opts("alice", false)
+	o.TTL = 3 * time.Second
+	l := backendtest.MustAcquire(t, b, key, o)
+	if !opened.lost() || b.admin != nil {
+		t.Errorf("after an Acquire of another TTL, Open's unused session is still open (lost %v, own session %p)", opened.lost(), b.admin)
+	}
+	if err := b.SetCheckpoint(t.Context(), key, l.Token(), []byte("step 1")); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := b.Inspect(t.Context(), key); err != nil || st.Holder != "alice" || b.admin != nil {
+		t.Errorf("Inspect while holding = %+v, %v (own session %p); want alice, on the lease's session", st, err, b.admin)
+	}
+	if err := l.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := b.Inspect(t.Context(), key); err != nil || st.Held || b.admin == nil || b.admin.lost() {
+		t.Errorf("Inspect after release = %+v, %v; want free, on a new session of the backend's own", st, err)
+	}
+}
+
+// A session that a request of the backend's own used is not closed under
+// it by an Acquire of another TTL.
+func TestUsedSessionIsKept(t *testing.T) {
+	srv := zktest.Start(t)
+	b, key := openTest(t, srv.URL()), backendtest.Key(t)
+	if _, err := b.Inspect(t.Context(), key); err != nil {
+		t.Fatal(err)
+	}
+	opened := b.admin
+	o := opts("alice", false)
+	o.TTL = 3 * time.Second
+	l := backendtest.MustAcquire(t, b, key, o)
+	defer l.Release(t.Context())
+	if opened.lost() || b.admin != opened {
+		t.Error("an Acquire of another TTL closed the session a status had used")
 	}
 }

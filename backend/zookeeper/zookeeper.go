@@ -70,6 +70,7 @@ type Backend struct {
 	mu     sync.Mutex
 	admin  *session              // for Inspect, List, ForceRelease; nil until needed again
 	spare  bool                  // admin was opened for DefaultTTL and no lease took it yet
+	used   bool                  // admin was handed to a request of the backend's own
 	leases map[*session]struct{} // every lease's session, closed by Close
 }
 
@@ -124,19 +125,26 @@ func (b *Backend) Close() error {
 	return nil
 }
 
-// adminSession returns the backend's own session, opening a new one when
-// the last one expired.
+// adminSession returns a session for the backend's own requests: its own
+// session, else a live lease's (a run's checkpoints need no second
+// session), else a new one of its own.
 func (b *Backend) adminSession(ctx context.Context) (*session, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.admin != nil && !b.admin.lost() {
+		b.used = true
 		return b.admin, nil
+	}
+	for s := range b.leases {
+		if !s.lost() {
+			return s, nil
+		}
 	}
 	s, err := connect(ctx, b.cfg, DefaultTTL+b.cfg.TickTime)
 	if err != nil {
 		return nil, err
 	}
-	b.admin = s
+	b.admin, b.used = s, true
 	return s, nil
 }
 
@@ -152,6 +160,19 @@ func (b *Backend) takeSpare(ttl time.Duration) *session {
 	}
 	b.admin, b.spare = nil, false
 	return s
+}
+
+// dropSpare closes the backend's own session when a lease of another TTL
+// has opened one of its own and no request used the backend's: a run then
+// holds one session, not two, and one session's pings reach the ensemble.
+// A later request of the backend's own uses the lease's (adminSession).
+func (b *Backend) dropSpare() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.spare && !b.used && b.admin != nil {
+		b.admin.close()
+		b.admin, b.spare = nil, false
+	}
 }
 
 // track and untrack keep the set of lease sessions that Close ends.
