@@ -25,8 +25,9 @@ import (
 // process touches again map back then, at the cost of a minor fault, and
 // the rest stop counting in its resident set and become as reclaimable as
 // any cached file. A mapping holding a private copy of any page (such as
-// a relocated read-only segment of a position-independent build) is left
-// whole, since dropping it would lose the copy. Program returns how many
+// a relocated read-only segment of a position-independent build, in
+// memory or swapped out) is left whole, since dropping it would lose the
+// copy. Program returns how many
 // bytes of mappings it dropped.
 func Program() (int64, error) {
 	exe, err := os.Readlink("/proc/self/exe")
@@ -92,7 +93,8 @@ type span struct{ lo, hi uintptr }
 
 // droppable reads smaps (the format of /proc/self/smaps) and returns the
 // mappings of the file at path that are private, not writable and hold
-// no anonymous page: those whose every present page is the page cache's.
+// no private copy of a page, in memory or in swap: those whose every page
+// is the page cache's.
 func droppable(smaps io.Reader, path string) ([]span, error) {
 	var out []span
 	var cur *span // the mapping being read, while it may be dropped
@@ -107,11 +109,23 @@ func droppable(smaps io.Reader, path string) ([]span, error) {
 			}
 			continue
 		}
-		if v, ok := strings.CutPrefix(line, "Anonymous:"); ok && cur != nil && strings.TrimSpace(v) != "0 kB" {
+		if cur != nil && hasPrivateCopies(line) {
 			out, cur = out[:len(out)-1], nil
 		}
 	}
 	return out, sc.Err()
+}
+
+// hasPrivateCopies tells whether a mapping's field line says that some of
+// its pages are private copies: in memory (Anonymous) or swapped out
+// (Swap, which Anonymous does not count).
+func hasPrivateCopies(line string) bool {
+	for _, name := range []string{"Anonymous:", "Swap:"} {
+		if v, ok := strings.CutPrefix(line, name); ok && strings.TrimSpace(v) != "0 kB" {
+			return true
+		}
+	}
+	return false
 }
 
 // isHeader tells a mapping's first line ("lo-hi perms offset dev inode
@@ -124,8 +138,14 @@ func isHeader(line string) bool {
 // header parses a mapping's first line, and reports whether it is a
 // private, read-only mapping of the file at path.
 func header(line, path string) (span, bool) {
-	f := strings.Fields(line)
-	if len(f) < 6 || strings.Join(f[5:], " ") != path {
+	// Five fields, then the path after some padding, kept as it is: a
+	// path may hold runs of spaces.
+	var f [5]string
+	rest := line
+	for i := range f {
+		f[i], rest, _ = strings.Cut(strings.TrimLeft(rest, " "), " ")
+	}
+	if strings.TrimLeft(rest, " ") != path {
 		return span{}, false
 	}
 	perms := f[1]
