@@ -97,16 +97,19 @@ func Dispatch(args []string) {
 }
 
 // scheme is raw's URL scheme, lower-cased, or "" if it has none (RFC 3986:
-// a letter, then letters, digits, '+', '-' and '.', then ':'). It spares
-// Dispatch net/url, and the packages initialised before it.
+// an ASCII letter, then letters, digits, '+', '-' and '.', then ':'): the
+// scheme net/url would read, though the rest of raw is not checked (the
+// program started parses raw in full). It spares Dispatch net/url, and the
+// packages initialised before it.
 func scheme(raw string) string {
 	s, _, ok := strings.Cut(raw, ":")
 	if !ok || s == "" {
 		return ""
 	}
-	for i, c := range strings.ToLower(s) {
+	for i := 0; i < len(s); i++ { // bytes: no Unicode case folding (U+212A is no 'k')
+		c := s[i] | 0x20 // ASCII lower case; digits and "+-." do not change
 		letter := 'a' <= c && c <= 'z'
-		if !letter && (i == 0 || !('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.')) {
+		if !letter && (i == 0 || !('0' <= s[i] && s[i] <= '9' || s[i] == '+' || s[i] == '-' || s[i] == '.')) {
 			return ""
 		}
 	}

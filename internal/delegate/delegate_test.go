@@ -25,12 +25,13 @@ func TestBackendArgReadsTheFlagAsTheCLIDoes(t *testing.T) {
 	}
 }
 
-// scheme reads a URL's scheme as net/url does, lower-cased.
+// scheme reads the scheme net/url would read, lower-cased.
 func TestSchemeReadsTheURLsScheme(t *testing.T) {
 	for raw, want := range map[string]string{
 		"etcd://h:2379": "etcd", "REDIS://h": "redis", "postgresql://u@h/db": "postgresql",
 		"zks://a,b/p": "zks", "x+y-z.1://h": "x+y-z.1",
 		"": "", "etcd": "", "://h": "", "1etcd://h": "", "et cd://h": "", "/tmp/x:y": "",
+		"z\u212a://h": "", "etcd\x00://h": "", "[etcd://h": "",
 	} {
 		if got := scheme(raw); got != want {
 			t.Errorf("scheme(%q) = %q, want %q", raw, got, want)

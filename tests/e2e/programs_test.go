@@ -1,10 +1,13 @@
 package e2e_test
 
 import (
+	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lockrun/lockrun/internal/lockruntest"
 	"github.com/lockrun/lockrun/internal/redistest"
@@ -84,5 +87,35 @@ func TestAServerRunStartsItsProgramBeforeTheCLIInitialises(t *testing.T) {
 	r := run(t, e, "status", "-b", "etcd://127.0.0.1/?nosuchparam=1", "k")
 	if n := strings.Count(r.Stderr, "init github.com/urfave/cli/v2 "); r.Code != 64 || n != 1 {
 		t.Errorf("status -b etcd://: exit %d, urfave/cli initialised %d times; want 64 (lockrun-etcd's refusal of the URL) and once", r.Code, n)
+	}
+}
+
+// A program installed in a client's place that starts lockrun again (a
+// wrapper script, say) is refused at once, exit 78, where lockrun and it
+// used to start each other forever.
+func TestAWrapperInAClientsPlaceDoesNotLoop(t *testing.T) {
+	e := env(t)
+	src, err := os.ReadFile(lockruntest.Binary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	lone := filepath.Join(dir, "lockrun")
+	if err := os.WriteFile(lone, src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	wrapper := "#!/bin/sh\nexec \"$(dirname \"$0\")/lockrun\" \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(dir, "lockrun-etcd"), []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second) // a loop never ends
+	defer cancel()
+	cmd := exec.CommandContext(ctx, lone, "run", "-b", "etcd://127.0.0.1:2379", "k", "--", "true")
+	cmd.Env = e
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	if code := cmd.ProcessState.ExitCode(); code != 78 || !strings.Contains(stderr.String(), "wrapper") || strings.Count(stderr.String(), "\n") != 1 {
+		t.Errorf("lockrun with a wrapper as lockrun-etcd: exit %d (%v), stderr %q; want one line, exit 78, at once", code, err, stderr.String())
 	}
 }
