@@ -39,6 +39,7 @@ type Case struct {
 	Mode        string        // the command's mode, see faultchild
 	Hold        time.Duration // how long each command runs
 	Competitors int
+	Busy        int           // competitors more without --wait (see Fleet.Busy)
 	MayOverlap  bool          // the fault freezes the holder's whole machine
 	MustLose    bool          // the fault must make some lockrun exit 76
 	MinDuration time.Duration // shortest run in which the fault can bite
@@ -72,6 +73,12 @@ var Cases = []Case{
 	{Name: "14-semaphore-no-fault", Limit: 3, Hold: 50 * time.Millisecond, Competitors: 6, Quiet: true, MinRuns: 10},
 	{Name: "15-semaphore-lockrun-sigkill", Limit: 2, Mode: "escape", Hold: time.Hour, Competitors: 4, Fault: killLockrun},
 	{Name: "16-semaphore-lockrun-frozen", Limit: 2, Hold: time.Hour, Competitors: 4, MustLose: true, Fault: freezeLockrun},
+	// Runs without --wait beside the waiters, as cron jobs on a fleet: a
+	// contender that finds the lock busy joins and leaves the queue (or
+	// reads it) while holders hand over, and sometimes takes it between
+	// two. Quiet, then with the holders' links slowed past the margin.
+	{Name: "17-busy-contenders", Hold: 20 * time.Millisecond, Competitors: 3, Busy: 2, Quiet: true, MinRuns: 5},
+	{Name: "18-busy-contenders-latency", Net: true, Hold: 1500 * time.Millisecond, Competitors: 2, Busy: 2, MustLose: true, MinDuration: 8 * time.Second, Fault: latency},
 }
 
 // blackhole holds requests, then replies, for longer than the TTL, then

@@ -30,6 +30,10 @@ type Fleet struct {
 	Hold        time.Duration // how long each command writes
 	Mode        string        // the child's mode: "", "stubborn", "escape"
 	Competitors int
+	// Busy are competitors more that run without --wait, as cron jobs on
+	// many hosts do: each finds the lock busy (exit 75), or free between
+	// two holders, and tries again busyPause later.
+	Busy        int
 	Env         []string // more environment for lockrun, e.g. a test hook
 	BlockStderr bool     // lockrun's stderr is a full pipe that nobody reads
 	Limit       int      // --limit: above 1, a semaphore
@@ -56,27 +60,38 @@ type Attempt struct {
 // to finish (or kills it after the TTL and a little more).
 func (f *Fleet) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	for i := range f.Competitors {
+	for i := range f.Competitors + f.Busy {
+		wait := i < f.Competitors
 		wg.Go(func() {
 			time.Sleep(time.Duration(i) * time.Millisecond)
 			for ctx.Err() == nil {
-				f.once(ctx)
+				f.once(ctx, wait)
+				if !wait {
+					time.Sleep(busyPause)
+				}
 			}
 		})
 	}
 	wg.Wait()
 }
 
-// once runs one lockrun to its end.
-func (f *Fleet) once(ctx context.Context) {
-	args := []string{"run", "--wait", "-v", "--log-format", "json"}
+// busyPause is how long a Busy competitor waits between two tries: a
+// loop of them without it would be a load of its own.
+const busyPause = 50 * time.Millisecond
+
+// once runs one lockrun to its end, with --wait when wait is set.
+func (f *Fleet) once(ctx context.Context, wait bool) {
+	args := []string{"run", "-v", "--log-format", "json"}
 	if f.BlockStderr {
-		args = args[:2] // warnings only: none comes before the command starts
+		args = args[:1] // warnings only: none comes before the command starts
+	}
+	if wait {
+		args = append(args, "--wait", "--timeout", "20s") // --timeout alone would wait too
 	}
 	if f.Limit > 1 {
 		args = append(args, "--limit", strconv.Itoa(f.Limit))
 	}
-	args = append(args, "--timeout", "20s", "--ttl", f.TTL.String(), "--backend", f.Backend, f.Key, "--", f.Child)
+	args = append(args, "--ttl", f.TTL.String(), "--backend", f.Backend, f.Key, "--", f.Child)
 	cmd := exec.Command(f.Lockrun, args...)
 	cmd.Env = append(os.Environ(), f.Env...)
 	cmd.Env = append(cmd.Env, envOracle+"="+f.Oracle.Addr(), envHold+"="+f.Hold.String(), envMode+"="+f.Mode)

@@ -82,6 +82,27 @@ func (a *attack) nextGrant(token uint64, within time.Duration) (time.Time, bool)
 	return time.Time{}, false
 }
 
+// quietCap bounds how long a quiet case may run past its duration to see
+// its MinRuns commands run.
+const quietCap = 20 * time.Second
+
+// quietUntil is the life of a quiet case: d, and then until the oracle
+// has seen minRuns commands run, for quietCap more at most. On a loaded
+// host (CI's two cores under every backend's fleet at once) a run takes
+// longer, and a fixed window saw too few for the case to tell anything,
+// which is what MinRuns checks; a case that runs nothing still fails.
+func quietUntil(o *Oracle, minRuns int, d time.Duration) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		time.Sleep(d)
+		for end := time.Now().Add(quietCap); time.Now().Before(end) && len(o.snapshot()) < minRuns; {
+			time.Sleep(50 * time.Millisecond)
+		}
+		cancel()
+	}()
+	return ctx
+}
+
 // Run attacks tg with c for d and returns what went wrong.
 func Run(tg Target, c Case, bins Binaries, d time.Duration) Result {
 	res := Result{Backend: tg.Name, Case: c.Name}
@@ -93,7 +114,7 @@ func Run(tg Target, c Case, bins Binaries, d time.Duration) Result {
 	defer oracle.Close()
 	fleet := &Fleet{
 		Lockrun: bins.Lockrun, Child: bins.Child, Backend: tg.URL, Key: "faults-" + rand.Text()[:10],
-		TTL: tg.TTL, Hold: c.Hold, Mode: c.Mode, Competitors: c.Competitors, Env: c.Env, Limit: c.Limit,
+		TTL: tg.TTL, Hold: c.Hold, Mode: c.Mode, Competitors: c.Competitors, Busy: c.Busy, Env: c.Env, Limit: c.Limit,
 		BlockStderr: c.BlockStderr, Oracle: oracle,
 	}
 	if c.Hooked {
@@ -104,6 +125,9 @@ func Run(tg Target, c Case, bins Binaries, d time.Duration) Result {
 	a := &attack{tg: tg, fleet: fleet, duration: d, res: &res, fleetDone: fleetDone}
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
+	if c.Quiet {
+		ctx = quietUntil(oracle, c.MinRuns, d)
+	}
 	faultDone := make(chan struct{})
 	go func() {
 		defer close(faultDone)
