@@ -52,7 +52,7 @@ type state struct {
 	closeLog              func()            // flushes --log's sink
 	clients               Clients           // the server backends this program opens itself
 	args                  []string          // as given to Main, for delegate
-	delegated             bool              // started by another program's delegate: never delegate again
+	chain                 []string          // the programs started before this one's delegate (see delegate.Var)
 }
 
 func newApp(st *state) *cli.App {

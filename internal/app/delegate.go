@@ -18,7 +18,7 @@ func (st *state) takeDelegation() error {
 		return nil
 	}
 	os.Unsetenv(delegate.Var)
-	st.delegated = true
+	from, st.chain = delegate.ParseMark(from)
 	if own := buildinfo.Version(); from != own {
 		exe, _ := os.Executable()
 		return fmt.Errorf("%w: %s (%s) was started by a lockrun from another release (%s=%s); install all of the programs from the same one", backend.ErrConfig, filepath.Base(exe), own, delegate.Var, from)
@@ -31,14 +31,7 @@ func (st *state) takeDelegation() error {
 // backend and does the rest. What lockrun has said so far is dropped, not
 // flushed: prog says it again. It returns only when it cannot.
 func (st *state) delegate(prog string) error {
-	if st.delegated {
-		// prog, or what stands in its place (a wrapper that starts lockrun,
-		// a misnamed copy), started a program without its client: starting
-		// it again would loop.
-		exe, _ := os.Executable()
-		return fmt.Errorf("%w: %s was started in %s's place but has no client for this backend (is %s a wrapper, or a misnamed copy of another program?)", backend.ErrConfig, filepath.Base(exe), prog, prog)
-	}
-	if err := delegate.Exec(prog, st.args); err != nil {
+	if err := delegate.Exec(prog, st.args, st.chain); err != nil {
 		return fmt.Errorf("%w: %w", backend.ErrConfig, err)
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -29,19 +30,39 @@ var Programs = map[string]string{
 	"zk": "lockrun-zookeeper", "zks": "lockrun-zookeeper",
 }
 
-// Var marks a program started by Exec with the starting program's
-// version: one of another release (an upgrade half done) refuses, as
-// lockrun-watchdog does, and a started lockrun does not dispatch again.
-// The started program removes it from its environment before anything
-// else: the command never sees it.
+// Var marks a program started by Exec with the starting program's version
+// and the programs started so far, "VERSION|PROG,PROG" (see ParseMark):
+// one of another release (an upgrade half done) refuses, as
+// lockrun-watchdog does, a started lockrun does not dispatch again, and
+// no program is started twice in one chain (a wrapper installed in a
+// program's place that starts lockrun again would loop). The started
+// program removes it from its environment before anything else: the
+// command never sees it.
 const Var = "LOCKRUN_DELEGATED"
+
+// mark is Var's value for a chain of programs started, prog last.
+func mark(chain []string) string { return buildinfo.Version() + "|" + strings.Join(chain, ",") }
+
+// ParseMark reads Var's value: the version of the release that set it, and
+// the programs started in its chain so far.
+func ParseMark(v string) (version string, chain []string) {
+	version, progs, ok := strings.Cut(v, "|")
+	if !ok || progs == "" {
+		return v, nil
+	}
+	return version, strings.Split(progs, ",")
+}
 
 // Exec replaces this process with prog, from this program's own directory
 // (where `make build`, the archives and the packages install every
-// program), given args and this environment marked with Var. It returns
-// only when it cannot: prog is missing, not a program, or this very
-// program (a misnamed copy, which would start itself again).
-func Exec(prog string, args []string) error {
+// program), given args and this environment marked with Var, chain being
+// the programs started before this one. It returns only when it cannot:
+// prog is missing, not a program, this very program (a misnamed copy,
+// which would start itself again) or started once already in chain.
+func Exec(prog string, args []string, chain []string) error {
+	if slices.Contains(chain, prog) {
+		return fmt.Errorf("%s started a program without its client (is %s a wrapper, or a misnamed copy of another program?)", prog, prog)
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("finding %s: %w", prog, err)
@@ -63,7 +84,7 @@ func Exec(prog string, args []string) error {
 	if err := syscall.Access(path, xOK); err != nil {
 		return fmt.Errorf("%s cannot be executed: %w", path, err)
 	}
-	err = syscall.Exec(path, args, append(os.Environ(), Var+"="+buildinfo.Version()))
+	err = syscall.Exec(path, args, append(os.Environ(), Var+"="+mark(append(chain, prog))))
 	return fmt.Errorf("starting %s: %w", path, err)
 }
 
@@ -92,7 +113,7 @@ func Dispatch(args []string) {
 		raw = os.Getenv("LOCKRUN_BACKEND")
 	}
 	if prog := Programs[scheme(raw)]; prog != "" {
-		_ = Exec(prog, args) // on failure, the CLI says why
+		_ = Exec(prog, args, nil) // on failure, the CLI says why
 	}
 }
 

@@ -38,3 +38,15 @@ func TestSchemeReadsTheURLsScheme(t *testing.T) {
 		}
 	}
 }
+
+// The mark carries the version and the chain of programs started; a mark
+// of a release before chains is a version alone.
+func TestMarkRoundTrips(t *testing.T) {
+	v, chain := ParseMark(mark([]string{"lockrun-etcd", "lockrun-redis"}))
+	if v == "" || len(chain) != 2 || chain[0] != "lockrun-etcd" || chain[1] != "lockrun-redis" {
+		t.Errorf("ParseMark(mark(...)) = %q, %q", v, chain)
+	}
+	if v, chain := ParseMark("v1.2.3 (commit abc)"); v != "v1.2.3 (commit abc)" || chain != nil {
+		t.Errorf("ParseMark of a version alone = %q, %q", v, chain)
+	}
+}
