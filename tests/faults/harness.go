@@ -82,20 +82,21 @@ func (a *attack) nextGrant(token uint64, within time.Duration) (time.Time, bool)
 	return time.Time{}, false
 }
 
-// quietCap bounds how long a quiet case may run past its duration to see
-// its MinRuns commands run.
-const quietCap = 20 * time.Second
+// extendCap bounds how long a case may run past its duration to see what
+// it must see.
+const extendCap = 20 * time.Second
 
-// quietUntil is the life of a quiet case: d, and then until the oracle
-// has seen minRuns commands run, for quietCap more at most. On a loaded
-// host (CI's two cores under every backend's fleet at once) a run takes
-// longer, and a fixed window saw too few for the case to tell anything,
-// which is what MinRuns checks; a case that runs nothing still fails.
-func quietUntil(o *Oracle, minRuns int, d time.Duration) context.Context {
+// extendUntil is the life of a case that must see something happen (a
+// quiet case its MinRuns commands run, a fault a lock lost): d, and then
+// until seen says so, for extendCap more at most. On a loaded host (CI's
+// two cores under every backend's fleet at once) a run takes longer, and
+// a fixed window could see too little for the case to tell anything; a
+// case that still sees nothing fails, as before.
+func extendUntil(d time.Duration, seen func() bool) context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		time.Sleep(d)
-		for end := time.Now().Add(quietCap); time.Now().Before(end) && len(o.snapshot()) < minRuns; {
+		for end := time.Now().Add(extendCap); time.Now().Before(end) && !seen(); {
 			time.Sleep(50 * time.Millisecond)
 		}
 		cancel()
@@ -125,8 +126,11 @@ func Run(tg Target, c Case, bins Binaries, d time.Duration) Result {
 	a := &attack{tg: tg, fleet: fleet, duration: d, res: &res, fleetDone: fleetDone}
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	if c.Quiet {
-		ctx = quietUntil(oracle, c.MinRuns, d)
+	switch {
+	case c.Quiet:
+		ctx = extendUntil(d, func() bool { return len(oracle.snapshot()) >= c.MinRuns })
+	case c.MustLose && !tg.Minority:
+		ctx = extendUntil(d, func() bool { return anyExit(fleet.Attempts(), 76) })
 	}
 	faultDone := make(chan struct{})
 	go func() {
