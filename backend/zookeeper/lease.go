@@ -126,7 +126,14 @@ func (l *lease) Renew(ctx context.Context) error {
 		stat, err = call(ctx, l.b.cfg.RequestTimeout, func() (*zk.Stat, error) {
 			return l.s.conn.Set(l.node, data, l.version)
 		})
-		if !errors.Is(err, zk.ErrBadVersion) || !l.adoptOwnWrite(ctx) {
+		if !errors.Is(err, zk.ErrBadVersion) {
+			break
+		}
+		ours, rerr := l.adoptOwnWrite(ctx)
+		if rerr != nil { // not known to be lost: the heartbeat tries again
+			return l.b.failed(ctx, "renewing (reading the holder's node)", l.key, rerr)
+		}
+		if !ours {
 			break
 		}
 	}
@@ -165,12 +172,12 @@ func (l *lease) noteWrite(data []byte) {
 // the node holds one of our own writes of unknown fate (the server applied
 // a renewal whose answer we gave up waiting for), and then takes its
 // version as ours. Anything else (a revocation's mark, a node replaced or
-// gone, a failed read) is not ours. Each renewal's data differs from every
-// other (its time, in µs), so equal data is our write. The caller holds
-// l.mu.
-func (l *lease) adoptOwnWrite(ctx context.Context) bool {
+// gone) is not ours; a read that failed is an error, since it tells
+// neither. Each renewal's data differs from every other (its time, in
+// µs), so equal data is our write. The caller holds l.mu.
+func (l *lease) adoptOwnWrite(ctx context.Context) (bool, error) {
 	if len(l.unsure) == 0 {
-		return false
+		return false, nil
 	}
 	type got struct {
 		data []byte
@@ -180,16 +187,21 @@ func (l *lease) adoptOwnWrite(ctx context.Context) bool {
 		data, stat, err := l.s.conn.Get(l.node)
 		return got{data, stat}, err
 	})
-	if err != nil || g.stat.Czxid != l.czxid {
-		return false
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		return false, nil
+	case err != nil:
+		return false, err
+	case g.stat.Czxid != l.czxid:
+		return false, nil
 	}
 	for _, w := range l.unsure {
 		if bytes.Equal(w, g.data) {
 			l.version, l.unsure = g.stat.Version, nil
-			return true
+			return true, nil
 		}
 	}
-	return false
+	return false, nil
 }
 
 // Release deletes the holder's node, checked against our version, and
@@ -225,9 +237,15 @@ func (l *lease) release(ctx context.Context, hold time.Duration) error {
 		ops = append(ops, &zk.SetDataRequest{Path: l.b.statePath(l.key), Data: encode(st), Version: -1})
 	}
 	_, err := call(ctx, l.b.cfg.RequestTimeout, func() ([]zk.MultiResponse, error) { return l.s.conn.Multi(ops...) })
-	if errors.Is(err, zk.ErrBadVersion) && l.adoptOwnWrite(ctx) { // a renewal of ours landed unanswered
-		ops[0] = &zk.DeleteRequest{Path: l.node, Version: l.version}
-		_, err = call(ctx, l.b.cfg.RequestTimeout, func() ([]zk.MultiResponse, error) { return l.s.conn.Multi(ops...) })
+	if errors.Is(err, zk.ErrBadVersion) {
+		ours, rerr := l.adoptOwnWrite(ctx)
+		if rerr != nil {
+			return l.releaseFailed(ctx, rerr)
+		}
+		if ours { // a renewal of ours landed unanswered
+			ops[0] = &zk.DeleteRequest{Path: l.node, Version: l.version}
+			_, err = call(ctx, l.b.cfg.RequestTimeout, func() ([]zk.MultiResponse, error) { return l.s.conn.Multi(ops...) })
+		}
 	}
 	switch {
 	case errors.Is(err, zk.ErrBadVersion): // only the delete checks a version

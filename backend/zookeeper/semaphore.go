@@ -194,7 +194,11 @@ func (l *lease) keepSlot(ctx context.Context, until time.Time) error {
 			continue // another holder's grant or release: read again
 		}
 		if len(res) == 2 && errors.Is(res[0].Error, zk.ErrBadVersion) {
-			if l.adoptOwnWrite(ctx) {
+			ours, rerr := l.adoptOwnWrite(ctx)
+			if rerr != nil {
+				return l.releaseFailed(ctx, rerr)
+			}
+			if ours {
 				continue // a renewal of ours landed unanswered: the node is ours at its new version
 			}
 			return l.releaseRevoked(ctx) // revoked: no hold

@@ -170,7 +170,9 @@ func (b *Backend) dropSpare() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.spare && !b.used && b.admin != nil {
-		b.admin.close()
+		// Closed outside b.mu: the library waits up to a second for the
+		// server's answer, and the Acquire need not.
+		go b.admin.close()
 		b.admin, b.spare = nil, false
 	}
 }

@@ -46,11 +46,11 @@ func mark(chain []string) string { return buildinfo.Version() + "|" + strings.Jo
 // ParseMark reads Var's value: the version of the release that set it, and
 // the programs started in its chain so far.
 func ParseMark(v string) (version string, chain []string) {
-	version, progs, ok := strings.Cut(v, "|")
-	if !ok || progs == "" {
+	i := strings.LastIndexByte(v, '|') // a version may hold '|' (a git tag may); a program's name does not
+	if i < 0 || i == len(v)-1 {
 		return v, nil
 	}
-	return version, strings.Split(progs, ",")
+	return v[:i], strings.Split(v[i+1:], ",")
 }
 
 // Exec replaces this process with prog, from this program's own directory

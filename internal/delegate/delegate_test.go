@@ -49,4 +49,7 @@ func TestMarkRoundTrips(t *testing.T) {
 	if v, chain := ParseMark("v1.2.3 (commit abc)"); v != "v1.2.3 (commit abc)" || chain != nil {
 		t.Errorf("ParseMark of a version alone = %q, %q", v, chain)
 	}
+	if v, chain := ParseMark("v1|x|lockrun-etcd"); v != "v1|x" || len(chain) != 1 || chain[0] != "lockrun-etcd" {
+		t.Errorf("ParseMark of a version with '|' = %q, %q", v, chain)
+	}
 }
