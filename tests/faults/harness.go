@@ -88,16 +88,24 @@ const extendCap = 20 * time.Second
 
 // extendUntil is the life of a case that must see something happen (a
 // quiet case its MinRuns commands run, a fault a lock lost): d, and then
-// until seen says so, for extendCap more at most. On a loaded host (CI's
-// two cores under every backend's fleet at once) a run takes longer, and
-// a fixed window could see too little for the case to tell anything; a
-// case that still sees nothing fails, as before.
-func extendUntil(d time.Duration, seen func() bool) context.Context {
+// until seen says so and settle more, for extendCap more at most. On a
+// loaded host (CI's two cores under every backend's fleet at once) a run
+// takes longer, and a fixed window could see too little for the case to
+// tell anything; a case that still sees nothing fails, as before.
+func extendUntil(d, settle time.Duration, seen func() bool) context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		time.Sleep(d)
-		for end := time.Now().Add(extendCap); time.Now().Before(end) && !seen(); {
+		if seen() {
+			cancel()
+			return
+		}
+		end := time.Now().Add(extendCap)
+		for time.Now().Before(end) && !seen() {
 			time.Sleep(50 * time.Millisecond)
+		}
+		if time.Now().Before(end) {
+			time.Sleep(settle)
 		}
 		cancel()
 	}()
@@ -128,9 +136,12 @@ func Run(tg Target, c Case, bins Binaries, d time.Duration) Result {
 	defer cancel()
 	switch {
 	case c.Quiet:
-		ctx = extendUntil(d, func() bool { return len(oracle.snapshot()) >= c.MinRuns })
+		ctx = extendUntil(d, 0, func() bool { return len(oracle.snapshot()) >= c.MinRuns })
 	case c.MustLose && !tg.Minority:
-		ctx = extendUntil(d, func() bool { return anyExit(fleet.Attempts(), 76) })
+		// Past the loss, the fault may still be judging its round (case
+		// 12 waits up to two TTLs for the command's end, twice): an end
+		// then would cut it short, and its checks with it.
+		ctx = extendUntil(d, 4*tg.TTL, func() bool { return anyExit(fleet.Attempts(), 76) })
 	}
 	faultDone := make(chan struct{})
 	go func() {
