@@ -434,7 +434,7 @@ func TestSemaphoreOutlivesAServerRestart(t *testing.T) {
 	key := backendtest.Key(t)
 	long := func(holder string, wait bool) backend.AcquireOptions {
 		o := semOpts(holder, 2, wait)
-		o.TTL = 5 * time.Second // outlives the restart and the client's redial
+		o.TTL = 10 * time.Second // outlives the restart and the client's redial, on a loaded host too
 		return o
 	}
 	var held []backend.Lease
@@ -453,7 +453,7 @@ func TestSemaphoreOutlivesAServerRestart(t *testing.T) {
 	time.Sleep(time.Second)
 	srv.Restart()
 	renewed := func(l backend.Lease) error {
-		ctx, cancel := context.WithTimeout(t.Context(), 4*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), 8*time.Second)
 		defer cancel()
 		for {
 			err := l.Renew(ctx)
