@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"fmt"
@@ -123,7 +124,7 @@ func Run(tg Target, c Case, bins Binaries, d time.Duration) Result {
 	defer oracle.Close()
 	fleet := &Fleet{
 		Lockrun: bins.Lockrun, Child: bins.Child, Backend: tg.URL, Key: "faults-" + rand.Text()[:10],
-		TTL: tg.TTL, Hold: c.Hold, Mode: c.Mode, Competitors: c.Competitors, Busy: c.Busy, Env: c.Env, Limit: c.Limit,
+		TTL: cmp.Or(c.TTL, tg.TTL), Hold: c.Hold, Mode: c.Mode, Competitors: c.Competitors, Busy: c.Busy, Env: c.Env, Limit: c.Limit,
 		BlockStderr: c.BlockStderr, Oracle: oracle,
 	}
 	if c.Hooked {
