@@ -179,14 +179,7 @@ func (l *lease) adoptOwnWrite(ctx context.Context) (bool, error) {
 	if len(l.unsure) == 0 {
 		return false, nil
 	}
-	type got struct {
-		data []byte
-		stat *zk.Stat
-	}
-	g, err := call(ctx, l.b.cfg.RequestTimeout, func() (got, error) {
-		data, stat, err := l.s.conn.Get(l.node)
-		return got{data, stat}, err
-	})
+	g, err := l.readNode(ctx)
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
 		return false, nil
@@ -258,4 +251,18 @@ func (l *lease) release(ctx context.Context, hold time.Duration) error {
 		return l.b.failed(ctx, "releasing", l.key, err)
 	}
 	return nil
+}
+
+// node is the holder's node as one read found it.
+type node struct {
+	data []byte
+	stat *zk.Stat
+}
+
+// readNode reads the lease's node within the request timeout.
+func (l *lease) readNode(ctx context.Context) (node, error) {
+	return call(ctx, l.b.cfg.RequestTimeout, func() (node, error) {
+		data, stat, err := l.s.conn.Get(l.node)
+		return node{data, stat}, err
+	})
 }

@@ -177,15 +177,8 @@ func (s state) without(now time.Time, token backend.Token) (state, bool) {
 // (the release is the end of a broken run), and the release reports the
 // loss. The caller holds l.mu.
 func (l *lease) releaseRevoked(ctx context.Context) error {
-	type got struct {
-		data []byte
-		stat *zk.Stat
-	}
 	for range 3 {
-		g, err := call(ctx, l.b.cfg.RequestTimeout, func() (got, error) {
-			data, stat, err := l.s.conn.Get(l.node)
-			return got{data, stat}, err
-		})
+		g, err := l.readNode(ctx)
 		switch {
 		case errors.Is(err, zk.ErrNoNode):
 			return l.b.lost(l.key, "released after the holder's node was deleted")
@@ -237,14 +230,7 @@ func (l *lease) pastDeadline() {
 // dropIfRevoked deletes the lease's node when Revoke marked it, and tells
 // whether the node is gone. The caller holds l.mu.
 func (l *lease) dropIfRevoked(ctx context.Context) bool {
-	type got struct {
-		data []byte
-		stat *zk.Stat
-	}
-	g, err := call(ctx, l.b.cfg.RequestTimeout, func() (got, error) {
-		data, stat, err := l.s.conn.Get(l.node)
-		return got{data, stat}, err
-	})
+	g, err := l.readNode(ctx)
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
 		return true
