@@ -328,3 +328,51 @@ func TestUsedSessionIsKept(t *testing.T) {
 		t.Error("an Acquire of another TTL closed the session a status had used")
 	}
 }
+
+// TestWaiterSleepsThroughRenewals: the next in line watches the holder's
+// node, which every renewal writes. It sets its watch again, one request
+// a renewal, rather than reading the whole queue each time as well.
+func TestWaiterSleepsThroughRenewals(t *testing.T) {
+	srv := zktest.Start(t)
+	px := netproxy.Start(t, srv.Addr())
+	holder, waiter, key := openTest(t, srv.URL()), openTest(t, zktest.URL(px.Addr())), backendtest.Key(t)
+	o, wo := opts("alice", false), opts("bob", true)
+	o.TTL, wo.TTL = 10*time.Second, 10*time.Second // pings 3 s apart, none or one in the window
+	l := backendtest.MustAcquire(t, holder, key, o)
+	got := make(chan error, 1)
+	go func() {
+		w, err := waiter.Acquire(t.Context(), key, wo)
+		if err == nil {
+			err = w.Release(context.Background())
+		}
+		got <- err
+	}()
+	c := rawConn(t, srv.Addr())
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if kids, _, err := c.Children(holder.lockPath(key)); err == nil && len(kids) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("bob did not queue within 5 s")
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // bob's watch is set
+	before := px.Traffic(netproxy.Up).Chunks
+	const renewals = 10
+	for range renewals {
+		if err := l.Renew(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond) // bob's watch fires, and is set again, before the next
+	}
+	time.Sleep(100 * time.Millisecond)
+	if sent := px.Traffic(netproxy.Up).Chunks - before; sent > renewals+1 {
+		t.Errorf("bob sent %d requests while alice renewed %d times; want one a renewal (and perhaps a ping)", sent, renewals)
+	}
+	if err := l.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Errorf("bob's turn after alice's release: %v", err)
+	}
+}

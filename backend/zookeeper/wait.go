@@ -14,32 +14,38 @@ import (
 // waitGone returns once the node p (the predecessor of this waiter's node)
 // is gone, or may be: the watch fired or broke, and the caller reads the
 // queue again. Watching only the predecessor means a release wakes the next
-// in line alone, so a hand-off costs the same with a hundred waiters. It
-// fails with errEvicted when the session expired, and with ctx's cause.
+// in line alone, so a hand-off costs the same with a hundred waiters. A
+// watch that fired for a write to p (the holder's renewal) is set again,
+// one request a renewal: p is still there, and the queue need not be read.
+// It fails with errEvicted when the session expired, and with ctx's cause.
 func (b *Backend) waitGone(ctx context.Context, s *session, p string) error {
 	type got struct {
 		ok bool
 		ch <-chan zk.Event
 	}
-	g, err := call(ctx, b.cfg.RequestTimeout, func() (got, error) {
-		ok, _, ch, err := s.conn.ExistsW(p)
-		return got{ok, ch}, err
-	})
-	switch {
-	case err != nil && s.lost():
-		return errEvicted
-	case err != nil:
-		return b.retryPause(ctx, s, err)
-	case !g.ok:
-		return nil
-	}
-	select {
-	case <-g.ch:
-		return nil
-	case <-s.gone:
-		return errEvicted
-	case <-ctx.Done():
-		return b.failed(ctx, "waiting", "", ctx.Err())
+	for {
+		g, err := call(ctx, b.cfg.RequestTimeout, func() (got, error) {
+			ok, _, ch, err := s.conn.ExistsW(p)
+			return got{ok, ch}, err
+		})
+		switch {
+		case err != nil && s.lost():
+			return errEvicted
+		case err != nil:
+			return b.retryPause(ctx, s, err)
+		case !g.ok:
+			return nil
+		}
+		select {
+		case ev := <-g.ch:
+			if ev.Type != zk.EventNodeDataChanged {
+				return nil
+			}
+		case <-s.gone:
+			return errEvicted
+		case <-ctx.Done():
+			return b.failed(ctx, "waiting", "", ctx.Err())
+		}
 	}
 }
 
