@@ -129,7 +129,7 @@ func (s *Server) configure() error {
 		"maxSessionTimeout=120000",
 		"maxClientCnxns=0",         // no limit per address (60 by default): every client here is on 127.0.0.1
 		"admin.enableServer=false", // else it binds :8080
-		"4lw.commands.whitelist=srvr,ruok",
+		"4lw.commands.whitelist=srvr,ruok,cons",
 		"forceSync=no", // tests kill servers; no test needs a write to outlive that
 		"electionPortBindRetry=3",
 	)

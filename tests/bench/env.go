@@ -67,7 +67,7 @@ func Report(tb testing.TB, cfg Config, w io.Writer) {
 			tgs = append(tgs, starts[name]())
 		}
 	}
-	header(w, cfg)
+	header(w, cfg, hostSpeed(tb))
 	measures := []func([]target) *table{e.beforeAfter, e.overhead, e.handoff, e.throughput, e.lossToKill, e.footprint, e.scaling}
 	for i, measure := range measures {
 		if i == 0 && cfg.Baseline == "" || len(cfg.Measures) > 0 && !slices.Contains(cfg.Measures, i) {
@@ -78,17 +78,35 @@ func Report(tb testing.TB, cfg Config, w io.Writer) {
 		t.write(w)
 		fmt.Fprintf(os.Stderr, "bench: %s took %v\n", t.title, time.Since(begin).Round(time.Second))
 	}
+	fmt.Fprintf(w, "Host speed at the end of the run: %s.\n", hostSpeed(tb))
 }
 
 // header says when, where and what was measured.
-func header(w io.Writer, cfg Config) {
+func header(w io.Writer, cfg Config, speed string) {
 	fi, _ := os.Stat(cfg.Lockrun)
 	var size int64
 	if fi != nil {
 		size = fi.Size()
 	}
-	fmt.Fprintf(w, "Measured %s on %d CPUs, %s, Linux %s, every server on loopback; lockrun binary %.1f MiB; %s.\n\n",
-		time.Now().Format(time.UnixDate), runtime.NumCPU(), osName(), kernel(), float64(size)/(1<<20), peerVersions())
+	fmt.Fprintf(w, "Measured %s on %d CPUs, %s, Linux %s, every server on loopback; lockrun binary %.1f MiB; %s. Host speed at the start: %s.\n\n",
+		time.Now().Format(time.UnixDate), runtime.NumCPU(), osName(), kernel(), float64(size)/(1<<20), peerVersions(), speed)
+}
+
+// hostSpeed times a bare `true`, the cost of starting any program, which
+// a shared or throttled host can multiply: the same machine has shown
+// 0.5 ms on a quiet phase and over 3 ms on a slow one, and lockrun's two
+// Go processes slow down more than a C peer does. Every ratio of the
+// report should be read with it.
+func hostSpeed(tb testing.TB) string {
+	var s samples
+	for range 100 {
+		d, err := timed([]string{"true"})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		s = append(s, d)
+	}
+	return "bare `true` p50 " + ms(s.p50()) + ", p90 " + ms(s.pct(90)) + " of 100 runs"
 }
 
 // kernel is the running kernel's release.

@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -27,9 +28,7 @@ func (e *env) zookeeperTarget() target {
 		e.tb.Fatal(err)
 	}
 	e.tb.Cleanup(c.Close)
-	var own atomic.Int64 // requests of this harness, not of the tools
 	queued := func(key string) int {
-		own.Add(1)
 		kids, _, err := c.Children(zookeeper.DefaultRoot + "/" + key)
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			e.tb.Fatal(err)
@@ -45,31 +44,65 @@ func (e *env) zookeeperTarget() target {
 			}}
 		return e.lockrunTool(zktest.URL(addr), queued), peer
 	}}
-	tg.served = func() int64 { return zkReceived(e.tb, srv.Addr()) - own.Load() }
+	// The server's count of received packets includes this harness's:
+	// its four-letter words (one packet each) and everything its session
+	// sent, pings included, which the server counts per connection.
+	var words atomic.Int64
+	tg.served = func() int64 {
+		words.Add(2)
+		all := zkWord(e.tb, srv.Addr(), "srvr", receivedLine)
+		own := zkWord(e.tb, srv.Addr(), "cons", sessionReceived(c.SessionID()))
+		return all - own - words.Load()
+	}
 	tg.rtt = func() time.Duration {
-		return roundTrip(func() error { own.Add(1); _, _, err := c.Get("/"); return err })
+		return roundTrip(func() error { _, _, err := c.Get("/"); return err })
 	}
 	tg.lockrun, tg.peer = tg.tools(srv.Addr())
 	return tg
 }
 
-// zkReceived is the count of packets the server received from clients
-// (4lw srvr's "Received"), pings included.
-func zkReceived(tb testing.TB, addr string) int64 {
+// zkWord sends a four-letter word to the server at addr and returns the
+// number that read finds in a line of its answer.
+func zkWord(tb testing.TB, addr, word string, read func(line string) (int64, bool)) int64 {
 	conn, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	defer conn.Close()
-	_, _ = conn.Write([]byte("srvr"))
+	_, _ = conn.Write([]byte(word))
 	for sc := bufio.NewScanner(conn); sc.Scan(); {
-		if v, ok := strings.CutPrefix(sc.Text(), "Received: "); ok {
-			n, _ := strconv.ParseInt(v, 10, 64)
+		if n, ok := read(sc.Text()); ok {
 			return n
 		}
 	}
-	tb.Fatal("srvr: no Received line")
+	tb.Fatalf("%s: no line of the answer says what the bench counts", word)
 	return 0
+}
+
+// receivedLine reads srvr's "Received: N", the packets the server received
+// from all clients, pings included.
+func receivedLine(line string) (int64, bool) {
+	v, ok := strings.CutPrefix(line, "Received: ")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	return n, err == nil
+}
+
+// sessionReceived reads, in cons's list of connections, the packets
+// received on session id's: "/IP:PORT[1](queued=0,recved=N,sent=M,sid=0xID,...".
+func sessionReceived(id int64) func(string) (int64, bool) {
+	sid := fmt.Sprintf(",sid=0x%x,", id)
+	return func(line string) (int64, bool) {
+		_, rest, ok := strings.Cut(line, "recved=")
+		if !ok || !strings.Contains(line, sid) {
+			return 0, false
+		}
+		v, _, _ := strings.Cut(rest, ",")
+		n, err := strconv.ParseInt(v, 10, 64)
+		return n, err == nil
+	}
 }
 
 // quietZK keeps go-zookeeper's connection log off the report.
