@@ -66,9 +66,10 @@ faults: services
 	$(GO) test -count=1 -timeout 6h -v -run TestFaults ./tests/faults -args -faults.duration=$(FAULTS_DURATION) -faults.semaphores=all $(FAULTS_ARGS)
 
 # lockrun against flock, redis-cli, etcdctl lock and psql on every backend,
-# in one run (about 15 minutes): the tables of docs/performance.md.
+# in one run (about 15 minutes on a quiet host, twice that on a slow one):
+# the tables of docs/performance.md.
 bench: services build
-	$(GO) test -run '^$$' -bench Report -benchtime 1x -timeout 60m ./tests/bench -lockrun $(CURDIR)/bin/lockrun
+	$(GO) test -run '^$$' -bench Report -benchtime 1x -timeout 90m ./tests/bench -lockrun $(CURDIR)/bin/lockrun
 
 # The hot paths' micro-benchmarks, for benchstat: acquire+release, renew and
 # hand-off per backend.

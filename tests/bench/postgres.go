@@ -24,7 +24,7 @@ import (
 // twice the queue; and a deadlock_timeout longer than any wait, as
 // docs/backends/postgres.md asks of long lines: with the default 1 s,
 // the deadlock checks of hundreds of queued sessions stall every new
-// session's authentication past the 5 s connect timeout. Even so, on a
+// session's authentication past lockrun's connect timeout. Even so, on a
 // slow phase of the host the server forked the last sessions of a line of
 // 1000 later than lockrun's default connect_timeout (2 s, three tries):
 // lockrun's URL raises it, as docs/backends/postgres.md advises for a busy

@@ -47,12 +47,18 @@ func (e *env) zookeeperTarget() target {
 	// The server's count of received packets includes this harness's:
 	// its four-letter words (one packet each) and everything its session
 	// sent, pings included, which the server counts per connection.
+	// The two counts are read between two reads of the harness's, until
+	// those agree: a ping of its session between them would count once.
 	var words atomic.Int64
 	tg.served = func() int64 {
-		words.Add(2)
-		all := zkWord(e.tb, srv.Addr(), "srvr", receivedLine)
-		own := zkWord(e.tb, srv.Addr(), "cons", sessionReceived(c.SessionID()))
-		return all - own - words.Load()
+		for {
+			own := zkWord(e.tb, srv.Addr(), "cons", sessionReceived(c.SessionID()))
+			all := zkWord(e.tb, srv.Addr(), "srvr", receivedLine)
+			again := zkWord(e.tb, srv.Addr(), "cons", sessionReceived(c.SessionID()))
+			if words.Add(3); own == again {
+				return all - own - words.Load()
+			}
+		}
 	}
 	tg.rtt = func() time.Duration {
 		return roundTrip(func() error { _, _, err := c.Get("/"); return err })
@@ -93,7 +99,7 @@ func receivedLine(line string) (int64, bool) {
 // sessionReceived reads, in cons's list of connections, the packets
 // received on session id's: "/IP:PORT[1](queued=0,recved=N,sent=M,sid=0xID,...".
 func sessionReceived(id int64) func(string) (int64, bool) {
-	sid := fmt.Sprintf(",sid=0x%x,", id)
+	sid := fmt.Sprintf(",sid=0x%x,", uint64(id)) // unsigned, as Java's Long.toHexString
 	return func(line string) (int64, bool) {
 		_, rest, ok := strings.Cut(line, "recved=")
 		if !ok || !strings.Contains(line, sid) {
