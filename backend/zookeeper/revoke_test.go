@@ -211,3 +211,42 @@ func TestOlderNodesReadAsNotRevoked(t *testing.T) {
 		t.Errorf("a revoked node reads as %+v", st)
 	}
 }
+
+// TestWaiterBehindARevokedHolder: a revoke marks the holder's node, which
+// fires the watch of the waiter behind it; the waiter sleeps on while the
+// revoked holder still holds, and takes the lock once the node is gone.
+func TestWaiterBehindARevokedHolder(t *testing.T) {
+	srv := zktest.Start(t)
+	b, other, key := openTest(t, srv.URL()), openTest(t, srv.URL()), backendtest.Key(t)
+	o := opts("alice", false)
+	o.TTL = 3 * time.Second // its node outlives the test's waits
+	alice := backendtest.MustAcquire(t, b, key, o)
+	got := make(chan backend.Lease, 1)
+	go func() {
+		l, err := other.Acquire(t.Context(), key, opts("bob", true))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	time.Sleep(300 * time.Millisecond) // bob queued and watching
+	if err := b.Revoke(t.Context(), key, alice.Token()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-got:
+		t.Fatal("bob took the lock while the revoked alice still held it")
+	case <-time.After(300 * time.Millisecond):
+	}
+	_ = alice.Release(t.Context()) // revoked: reports the loss, deletes the node
+	select {
+	case l := <-got:
+		if l != nil {
+			if err := l.Release(t.Context()); err != nil {
+				t.Error(err)
+			}
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("bob did not take the lock within 5 s of alice's release")
+	}
+}
