@@ -2,9 +2,12 @@ package zookeeper
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/lockrun/lockrun/backend"
 	"github.com/lockrun/lockrun/internal/backendtest"
 	"github.com/lockrun/lockrun/internal/netproxy"
 	"github.com/lockrun/lockrun/internal/zktest"
@@ -54,5 +57,41 @@ func TestARenewalAnsweredTooLateIsStillOurs(t *testing.T) {
 				t.Errorf("after the release: %+v, %v; want held only for a min-hold", st, err)
 			}
 		})
+	}
+}
+
+// TestAReadThatFailsAfterAnUnansweredRenewalIsNoLoss: after a renewal
+// answered too late, the next one is refused for its version and reads
+// the node to tell whether the write that moved it on was its own. When
+// that read fails too, nothing is known: the renewal fails without
+// calling the lock lost, and the one after it adopts its write.
+func TestAReadThatFailsAfterAnUnansweredRenewalIsNoLoss(t *testing.T) {
+	srv := zktest.Start(t)
+	px := netproxy.Start(t, srv.Addr())
+	b, key := openTest(t, zktest.URL(px.Addr())), backendtest.Key(t)
+	o := opts("alice", false)
+	o.TTL = 10 * time.Second // pings 3 s apart: none falls among these requests
+	l := backendtest.MustAcquire(t, b, key, o)
+	px.Hold(netproxy.Down)
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	err := l.Renew(ctx) // applied; its answer is held
+	cancel()
+	px.Heal()
+	if err == nil {
+		t.Fatal("a renewal was answered through a held link")
+	}
+	px.HoldAfter(netproxy.Up, 1) // the next renewal's write goes; the read after its refusal does not
+	ctx, cancel = context.WithTimeout(t.Context(), 500*time.Millisecond)
+	err = l.Renew(ctx)
+	cancel()
+	if err == nil || errors.Is(err, backend.ErrLost) || !strings.Contains(err.Error(), "reading the holder's node") {
+		t.Fatalf("a renewal whose read of the node failed = %v; want a failure of that read, not a loss", err)
+	}
+	px.Heal()
+	if err := l.Renew(t.Context()); err != nil {
+		t.Errorf("the renewal once the link is back: %v; want it to adopt its own write", err)
+	}
+	if err := l.Release(t.Context()); err != nil {
+		t.Errorf("Release: %v; want nil", err)
 	}
 }

@@ -34,6 +34,7 @@ type Proxy struct {
 	held    Direction
 	latency [2]time.Duration // by direction: Up, Down
 	traffic [2]Traffic       // by direction: Up, Down
+	holdAt  [2]int64         // by direction: the chunk count that holds it; 0 for none
 	changed chan struct{}    // closed when held changes
 	conns   map[net.Conn]struct{}
 	wg      sync.WaitGroup
@@ -78,6 +79,15 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 // Hold stops forwarding in dir (added to what is already held); bytes wait
 // in the proxy and in the kernel, as on a partitioned link.
 func (p *Proxy) Hold(dir Direction) { p.setHeld(p.heldNow() | dir) }
+
+// HoldAfter forwards n more chunks in dir (Up or Down), then holds it, as
+// Hold does: a fault that falls between two requests, whatever the
+// scheduling of the test.
+func (p *Proxy) HoldAfter(dir Direction, n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.holdAt[index(dir)] = p.traffic[index(dir)].Chunks + int64(n)
+}
 
 // Heal forwards everything again, held bytes first.
 func (p *Proxy) Heal() { p.setHeld(0) }
@@ -150,6 +160,11 @@ func (p *Proxy) heldNow() Direction {
 func (p *Proxy) setHeld(d Direction) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.setHeldLocked(d)
+}
+
+// setHeldLocked is setHeld for a caller that holds p.mu.
+func (p *Proxy) setHeldLocked(d Direction) {
 	p.held = d
 	close(p.changed)
 	p.changed = make(chan struct{})
@@ -198,6 +213,10 @@ func (p *Proxy) count(dir Direction, n int, sent time.Time) {
 	t.Chunks++
 	t.Bytes += int64(n)
 	t.Last = sent
+	if at := &p.holdAt[index(dir)]; *at != 0 && t.Chunks >= *at {
+		*at = 0
+		p.setHeldLocked(p.held | dir) // this chunk goes on; the next waits
+	}
 }
 
 // pipe copies src to dst through the gate of dir, then closes both.

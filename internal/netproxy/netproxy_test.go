@@ -130,3 +130,27 @@ func TestAlsoSharesTheFaults(t *testing.T) {
 	}
 	p.Heal()
 }
+
+func TestHoldAfterPassesThatManyChunks(t *testing.T) {
+	p := Start(t, echo(t))
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	p.HoldAfter(Up, 2)
+	for i := range 2 {
+		if _, err := roundTrip(c, r, time.Second); err != nil {
+			t.Fatalf("round trip %d of the 2 let through: %v", i+1, err)
+		}
+	}
+	if _, err := roundTrip(c, r, 200*time.Millisecond); err == nil {
+		t.Fatal("the third round trip went through; want Up held after two chunks")
+	}
+	p.Heal()
+	c.SetDeadline(time.Now().Add(time.Second))
+	if line, err := r.ReadString('\n'); err != nil || line != "ping\n" {
+		t.Errorf("after Heal, the held request's echo = %q, %v", line, err)
+	}
+}
