@@ -36,6 +36,17 @@ func echo(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// dial connects to addr, closed when the test ends.
+func dial(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, bufio.NewReader(c)
+}
+
 func roundTrip(c net.Conn, r *bufio.Reader, timeout time.Duration) (string, error) {
 	c.SetDeadline(time.Now().Add(timeout))
 	if _, err := c.Write([]byte("ping\n")); err != nil {
@@ -46,12 +57,7 @@ func roundTrip(c net.Conn, r *bufio.Reader, timeout time.Duration) (string, erro
 
 func TestHoldHealLatencyReset(t *testing.T) {
 	p := Start(t, echo(t))
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	r := bufio.NewReader(c)
+	c, r := dial(t, p.Addr())
 	if l, err := roundTrip(c, r, time.Second); err != nil || l != "ping\n" {
 		t.Fatalf("through the proxy: %q, %v", l, err)
 	}
@@ -83,12 +89,7 @@ func TestTrafficCountsForwardedChunks(t *testing.T) {
 	if tr := p.Traffic(Up); tr.Chunks != 0 || !tr.Last.IsZero() {
 		t.Fatalf("traffic before any connection: %+v", tr)
 	}
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	r := bufio.NewReader(c)
+	c, r := dial(t, p.Addr())
 	before := time.Now()
 	for range 3 {
 		if _, err := roundTrip(c, r, time.Second); err != nil {
@@ -133,12 +134,7 @@ func TestAlsoSharesTheFaults(t *testing.T) {
 
 func TestHoldAfterPassesThatManyChunks(t *testing.T) {
 	p := Start(t, echo(t))
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	r := bufio.NewReader(c)
+	c, r := dial(t, p.Addr())
 	p.HoldAfter(Up, 2)
 	for i := range 2 {
 		if _, err := roundTrip(c, r, time.Second); err != nil {

@@ -2,12 +2,10 @@ package bench
 
 import (
 	"context"
-	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -54,7 +52,7 @@ func (e *env) postgresTarget() target {
 	}
 	psql := e.psql()
 	tg := target{name: "postgres", addr: srv.Addr(), tools: func(addr string) (tool, tool) {
-		url := withParam(e.tb, pgtest.WithHost(e.tb, srv.URL(), addr), "connect_timeout", "10")
+		url := pgtest.WithParam(e.tb, pgtest.WithHost(e.tb, srv.URL(), addr), "connect_timeout", "10")
 		host, port, _ := strings.Cut(addr, ":")
 		peer := tool{name: "psql advisory lock", binary: psql, queued: locks(" AND NOT granted"),
 			cmd: func(key string, _ time.Duration, argv ...string) []string {
@@ -93,16 +91,4 @@ func (e *env) psql() string {
 func version(path string) int {
 	v, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(path))))
 	return v
-}
-
-// withParam sets one query parameter of a URL.
-func withParam(tb testing.TB, raw, name, value string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	q := u.Query()
-	q.Set(name, value)
-	u.RawQuery = q.Encode()
-	return u.String()
 }
