@@ -50,8 +50,8 @@ func class(err error) error {
 
 // oneLine is an error whose message fits on one line and says each thing
 // once. pgx writes a failed connection's message with one line per
-// attempt, and with sslmode=prefer, the default, it tries each host twice
-// (with TLS, then without), which mostly fail alike.
+// attempt, and with sslmode=allow it tries each host twice (without TLS,
+// then with), which mostly fail alike.
 type oneLine struct{ err error }
 
 func (e oneLine) Error() string {

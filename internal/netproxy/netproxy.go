@@ -37,6 +37,7 @@ type Proxy struct {
 	holdAt  [2]int64         // by direction: the chunk count that holds it; 0 for none
 	changed chan struct{}    // closed when held changes
 	conns   map[net.Conn]struct{}
+	dialed  int // connections accepted and forwarded, since Start
 	wg      sync.WaitGroup
 }
 
@@ -126,6 +127,14 @@ func (p *Proxy) Traffic(dir Direction) Traffic {
 	return p.traffic[index(dir)]
 }
 
+// Connections is how many connections the proxy has accepted and
+// forwarded since it started, on every address it listens on.
+func (p *Proxy) Connections() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.dialed
+}
+
 // Reset closes every open connection; new ones are still accepted.
 func (p *Proxy) Reset() {
 	p.mu.Lock()
@@ -197,6 +206,7 @@ func (p *Proxy) accept(ln net.Listener, upstream string) {
 		}
 		p.mu.Lock()
 		p.conns[c], p.conns[u] = struct{}{}, struct{}{}
+		p.dialed++
 		p.mu.Unlock()
 		p.wg.Add(2)
 		go p.pipe(u, c, Up)

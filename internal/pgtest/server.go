@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/lockrun/lockrun/internal/backendtest"
 	"github.com/lockrun/lockrun/internal/serverproc"
+	"github.com/lockrun/lockrun/internal/testcert"
 )
 
 // Server is a private PostgreSQL on a free loopback port, with trust
@@ -40,9 +41,28 @@ func Start(t testing.TB) *Server { return StartWith(t) }
 // `postgres -c` takes it, e.g. "shared_preload_libraries=pg_stat_statements".
 func StartWith(t testing.TB, settings ...string) *Server {
 	t.Helper()
+	return start(t, func(*Server) []string { return settings })
+}
+
+// StartTLS is Start with TLS on: the server presents f's certificate
+// (for 127.0.0.1, signed by f's CA) and still takes plaintext sessions.
+func StartTLS(t testing.TB, f testcert.Files) *Server {
+	t.Helper()
+	return start(t, func(s *Server) []string {
+		cert, key := s.path("server.pem"), s.path("server.key")
+		s.install(f.Cert, cert, 0o644)
+		s.install(f.Key, key, 0o600) // postgres refuses a key others may read
+		return []string{"ssl=on", "ssl_cert_file=" + cert, "ssl_key_file=" + key}
+	})
+}
+
+// start initialises a cluster and starts a server with the settings that
+// setup returns once the folder is made.
+func start(t testing.TB, setup func(*Server) []string) *Server {
+	t.Helper()
 	bin, err := binDir()
 	backendtest.NeedServer(t, "PostgreSQL", err)
-	s := &Server{t: t, bin: bin, set: settings}
+	s := &Server{t: t, bin: bin}
 	if s.dir, err = os.MkdirTemp("", "pgtest-"); err != nil {
 		t.Fatal(err)
 	}
@@ -61,6 +81,7 @@ func StartWith(t testing.TB, settings ...string) *Server {
 	if out, err := initdb.CombinedOutput(); err != nil {
 		t.Fatalf("pgtest: initdb: %v\n%s", err, out)
 	}
+	s.set = setup(s)
 	backendtest.OnFreePorts(t, 1, func(ports []int) error {
 		s.port = ports[0]
 		return s.tryStart()
@@ -101,6 +122,22 @@ func (s *Server) Restart() {
 }
 
 func (s *Server) path(name string) string { return filepath.Join(s.dir, name) }
+
+// install copies the file src to dst with mode perm, owned by the user
+// the server runs as.
+func (s *Server) install(src, dst string, perm os.FileMode) {
+	s.t.Helper()
+	b, err := os.ReadFile(src)
+	if err == nil {
+		err = os.WriteFile(dst, b, perm)
+	}
+	if err == nil && s.cred != nil {
+		err = os.Chown(dst, int(s.cred.Uid), int(s.cred.Gid))
+	}
+	if err != nil {
+		s.t.Fatalf("pgtest: %v", err)
+	}
+}
 
 // start runs postgres and waits until it accepts connections.
 func (s *Server) start() {
