@@ -20,11 +20,17 @@ const closeTimeout = time.Second
 // lockrun whose link to the server died would hang at exit. Here a broken
 // session is dropped at once; pgx cancels its query in the background.
 type conns struct {
-	cfg *pgx.ConnConfig
+	cfg   *pgx.ConnConfig
+	plain *pgx.ConnConfig // see plainAfterPrefer; nil if none
 
 	mu     sync.Mutex
 	idle   []*pgx.Conn
 	closed bool
+	noTLS  bool // a session with cfg ended in plaintext: use plain
+}
+
+func newConns(cfg *pgx.ConnConfig) *conns {
+	return &conns{cfg: cfg, plain: plainAfterPrefer(cfg)}
 }
 
 // get returns an idle session, or connects a new one under ctx.
@@ -36,8 +42,18 @@ func (p *conns) get(ctx context.Context) (*pgx.Conn, error) {
 		p.mu.Unlock()
 		return c, nil
 	}
+	cfg := p.cfg
+	if p.noTLS {
+		cfg = p.plain
+	}
 	p.mu.Unlock()
-	return pgx.ConnectConfig(ctx, p.cfg)
+	c, err := pgx.ConnectConfig(ctx, cfg)
+	if err == nil && p.plain != nil && !encrypted(c) {
+		p.mu.Lock()
+		p.noTLS = true
+		p.mu.Unlock()
+	}
+	return c, err
 }
 
 // put keeps c for reuse if it is healthy and idle, else closes it.

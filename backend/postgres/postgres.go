@@ -51,7 +51,7 @@ func OpenURL(u *url.URL) (*Backend, error) {
 		table:  s.table,
 		create: s.create,
 		sql:    newStatements(s.table),
-		conns:  &conns{cfg: s.conn},
+		conns:  newConns(s.conn),
 	}, nil
 }
 

@@ -1,61 +1,70 @@
 package postgres
 
 import (
-	"fmt"
 	"io"
 	"net"
 	"net/url"
-	"slices"
-	"strings"
 	"sync/atomic"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/lockrun/lockrun/internal/netproxy"
 	"github.com/lockrun/lockrun/internal/pgtest"
 	"github.com/lockrun/lockrun/internal/testcert"
 )
 
-// A run's acquire and release take one session. With sslmode=prefer, the
-// default, pgx connected twice to a server without TLS (the server said
-// no to TLS on the first connection): two backend processes a session.
-func TestPreferWithoutTLSConnectsOnce(t *testing.T) {
+// With sslmode=prefer, the default, pgx connects twice to a server
+// without TLS (the server says no to TLS on the first connection): two
+// backend processes a session. After the first session, one.
+func TestPreferWithoutTLSConnectsOnceAfterTheFirst(t *testing.T) {
 	srv := pgtest.Start(t)
 	px := netproxy.Start(t, srv.Addr())
 	b := open(t, "postgres://postgres@"+px.Addr()+"/postgres")
 	acquireRelease(t, b)
-	if n := px.Connections(); n != 1 {
-		t.Errorf("acquire and release made %d connections, want 1", n)
+	if n := px.Connections(); n != 2 {
+		t.Errorf("the first session made %d connections, want 2 (TLS refused, then plaintext)", n)
 	}
-	if sessionTLS(t, b) {
+	if secondSessionTLS(t, b) {
 		t.Error("a session on a server without TLS says it uses TLS")
+	}
+	if n := px.Connections(); n != 3 {
+		t.Errorf("the second session made %d connections, want 1", n-2)
 	}
 }
 
-// On a server with TLS, prefer still gets it, on one connection; require
-// and disable keep their meaning.
+// On a server with TLS, prefer still gets it for every session, on one
+// connection each; require and disable keep their meaning.
 func TestPreferWithTLSUsesIt(t *testing.T) {
 	srv := pgtest.StartTLS(t, testcert.Write(t))
 	for _, tc := range []struct {
-		query string
-		tls   bool
-	}{{"", true}, {"?sslmode=prefer", true}, {"?sslmode=require", true}, {"?sslmode=disable", false}} {
+		host, query string
+		tls         bool
+	}{
+		{"127.0.0.1", "", true}, {"localhost", "", true}, {"127.0.0.1", "?sslmode=prefer", true},
+		{"127.0.0.1", "?sslmode=require", true}, {"127.0.0.1", "?sslmode=disable", false},
+	} {
 		px := netproxy.Start(t, srv.Addr())
-		b := open(t, "postgres://postgres@"+px.Addr()+"/postgres"+tc.query)
+		_, port, _ := net.SplitHostPort(px.Addr())
+		raw := "postgres://postgres@" + net.JoinHostPort(tc.host, port) + "/postgres" + tc.query
+		b := open(t, raw)
 		acquireRelease(t, b)
-		if n := px.Connections(); n != 1 {
-			t.Errorf("%q: acquire and release made %d connections, want 1", tc.query, n)
-		}
 		if got := sessionTLS(t, b); got != tc.tls {
-			t.Errorf("%q: session TLS = %v, want %v", tc.query, got, tc.tls)
+			t.Errorf("%s: the first session's TLS = %v, want %v", raw, got, tc.tls)
+		}
+		if got := secondSessionTLS(t, b); got != tc.tls {
+			t.Errorf("%s: the second session's TLS = %v, want %v", raw, got, tc.tls)
+		}
+		if n := px.Connections(); n != 2 {
+			t.Errorf("%s: two sessions made %d connections, want 2", raw, n)
 		}
 	}
 }
 
 // A server that answers SSLRequest with neither yes nor no (one too old to
 // know it), or says yes and then fails the handshake, gets a plaintext
-// session on a new connection, as pgx and libpq give it.
+// session on a new connection from pgx; the sessions after it go
+// straight to plaintext.
 func TestPreferFallsBackToPlaintext(t *testing.T) {
 	srv := pgtest.Start(t)
 	for _, answer := range []string{"E", "S"} {
@@ -65,8 +74,11 @@ func TestPreferFallsBackToPlaintext(t *testing.T) {
 		if n := conns.Load(); n != 2 {
 			t.Errorf("answer %q: %d connections, want 2 (the odd one, then plaintext)", answer, n)
 		}
-		if sessionTLS(t, b) {
+		if secondSessionTLS(t, b) {
 			t.Errorf("answer %q: the session says it uses TLS", answer)
+		}
+		if n := conns.Load(); n != 3 {
+			t.Errorf("answer %q: the second session made %d connections, want 1", answer, n-2)
 		}
 	}
 }
@@ -90,9 +102,34 @@ func sessionTLS(t *testing.T, b *Backend) bool {
 		t.Fatal(err)
 	}
 	defer b.conns.put(c)
+	return queryTLS(t, c)
+}
+
+// secondSessionTLS connects a session beside the pooled one and says
+// whether it is encrypted.
+func secondSessionTLS(t *testing.T, b *Backend) bool {
+	t.Helper()
+	first, err := b.conns.get(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.conns.put(first)
+	second, err := b.conns.get(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.conns.put(second)
+	return queryTLS(t, second)
+}
+
+func queryTLS(t *testing.T, c *pgx.Conn) bool {
+	t.Helper()
 	var ssl bool
 	if err := c.QueryRow(t.Context(), "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&ssl); err != nil {
 		t.Fatal(err)
+	}
+	if ssl != encrypted(c) {
+		t.Errorf("the server says the session's TLS is %v, pgx's connection %v", ssl, encrypted(c))
 	}
 	return ssl
 }
@@ -116,7 +153,7 @@ func firstAnswers(t *testing.T, upstream, answer string) (string, *atomic.Int32)
 				return
 			}
 			if n.Add(1) == 1 {
-				_, _ = io.ReadFull(c, make([]byte, len(sslRequest)))
+				_, _ = io.ReadFull(c, make([]byte, 8)) // SSLRequest
 				_, _ = c.Write([]byte(answer))
 				c.Close()
 				continue
@@ -133,44 +170,34 @@ func firstAnswers(t *testing.T, upstream, answer string) (string, *atomic.Int32)
 	return ln.Addr().String(), &n
 }
 
-// prefer becomes one attempt per host, in the URL's order; the other modes
-// are pgx's own attempts.
-func TestPreferIsOneAttemptPerHost(t *testing.T) {
-	for _, tc := range []struct {
-		url  string
-		want []string // host:port, and "+tls" where pgx makes the TLS handshake itself
-	}{
-		{"postgres://h1,h2:6000/db", []string{"h1:5432", "h2:6000"}},
-		{"postgres://h1:5000,h2:6000/db?sslmode=prefer", []string{"h1:5000", "h2:6000"}},
-		{"postgres://h1/db?sslmode=allow", []string{"h1:5432", "h1:5432+tls"}},
-		{"postgres://h1,h2/db?sslmode=require", []string{"h1:5432+tls", "h2:5432+tls"}},
-		{"postgres://h1/db?sslmode=disable", []string{"h1:5432"}},
-		{"postgres://h1/db?sslcertmode=require", []string{"h1:5432+tls", "h1:5432"}},
-		{"postgres:///db?host=/run/postgresql", []string{"/run/postgresql:5432"}},
+// Only prefer for one host over TCP has a plaintext config to go on with.
+func TestPlainAfterPreferIsForPreferOnly(t *testing.T) {
+	for raw, want := range map[string]bool{
+		"postgres://h1/db":                       true,
+		"postgres://h1:6000/db?sslmode=prefer":   true,
+		"postgres://h1,h2/db":                    false,
+		"postgres://h1/db?sslmode=allow":         false,
+		"postgres://h1/db?sslmode=require":       false,
+		"postgres://h1/db?sslmode=verify-full":   false,
+		"postgres://h1/db?sslmode=disable":       false,
+		"postgres:///db?host=/run/postgresql":    false,
+		"postgres://h1/db?sslnegotiation=direct": false,
 	} {
-		u, err := url.Parse(tc.url)
+		u, err := url.Parse(raw)
 		if err != nil {
 			t.Fatal(err)
 		}
 		s, err := parseURL(u)
 		if err != nil {
-			t.Fatalf("%s: %v", tc.url, err)
+			t.Fatalf("%s: %v", raw, err)
 		}
-		c := s.conn.Config
-		attempts := append([]*pgconn.FallbackConfig{{Host: c.Host, Port: c.Port, TLSConfig: c.TLSConfig}}, c.Fallbacks...)
-		var got []string
-		for _, a := range attempts {
-			g := net.JoinHostPort(a.Host, fmt.Sprint(a.Port))
-			if strings.HasPrefix(a.Host, "/") {
-				g = a.Host + ":" + fmt.Sprint(a.Port)
-			}
-			if a.TLSConfig != nil {
-				g += "+tls"
-			}
-			got = append(got, g)
+		plain := plainAfterPrefer(s.conn)
+		if (plain != nil) != want {
+			t.Errorf("%s: plaintext config %v, want one: %v", raw, plain != nil, want)
+			continue
 		}
-		if !slices.Equal(got, tc.want) {
-			t.Errorf("%s: attempts %v, want %v", tc.url, got, tc.want)
+		if plain != nil && (plain.TLSConfig != nil || len(plain.Fallbacks) != 0 || plain.Host != "h1" || s.conn.TLSConfig == nil) {
+			t.Errorf("%s: plaintext config %s:%d TLS %v fallbacks %d; the original's TLS %v", raw, plain.Host, plain.Port, plain.TLSConfig != nil, len(plain.Fallbacks), s.conn.TLSConfig != nil)
 		}
 	}
 }

@@ -128,7 +128,6 @@ func configure(cfg *pgx.ConnConfig, q url.Values) {
 		Control: setUserTimeout,
 	}
 	cfg.DialFunc = d.DialContext
-	oneConnectionPrefer(&cfg.Config, d.DialContext)
 }
 
 // setUserTimeout bounds how long sent data may stay unacknowledged before
