@@ -26,7 +26,8 @@ type conns struct {
 	mu     sync.Mutex
 	idle   []*pgx.Conn
 	closed bool
-	noTLS  bool // a session with cfg ended in plaintext: use plain
+	asked  bool // whether the server has TLS (see learn)
+	noTLS  bool // it has none: use plain
 }
 
 func newConns(cfg *pgx.ConnConfig) *conns {
@@ -48,12 +49,38 @@ func (p *conns) get(ctx context.Context) (*pgx.Conn, error) {
 	}
 	p.mu.Unlock()
 	c, err := pgx.ConnectConfig(ctx, cfg)
-	if err == nil && p.plain != nil && !encrypted(c) {
-		p.mu.Lock()
-		p.noTLS = true
-		p.mu.Unlock()
+	if err != nil || cfg != p.cfg || p.plain == nil || encrypted(c) {
+		return c, err
 	}
-	return c, err
+	if err := p.learn(ctx, c); err != nil {
+		discard(c)
+		return nil, err
+	}
+	return c, nil
+}
+
+// learn asks the server behind c, a plaintext session made with cfg,
+// whether it has TLS, once: a server without TLS says no to every TLS
+// request, and pgx's prefer then connects twice, so later sessions use
+// plain. A session can also be plaintext because a TLS attempt failed
+// once, or pg_hba refused a TLS session, with a server that has TLS:
+// later sessions keep asking for it, as pgx's prefer does.
+func (p *conns) learn(ctx context.Context, c *pgx.Conn) error {
+	p.mu.Lock()
+	asked := p.asked
+	p.asked = true
+	p.mu.Unlock()
+	if asked {
+		return nil
+	}
+	var ssl string
+	if err := c.QueryRow(ctx, "SHOW ssl").Scan(&ssl); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.noTLS = ssl == "off"
+	p.mu.Unlock()
+	return nil
 }
 
 // put keeps c for reuse if it is healthy and idle, else closes it.

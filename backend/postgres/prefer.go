@@ -13,13 +13,11 @@ import (
 // no, opens a second one in plaintext, so a server without TLS (a
 // container's, a test server, many on private networks) starts two
 // backend processes for every session, and a waiting lockrun opens
-// several. Once a session with cfg has ended in plaintext, pgx's prefer
-// would end there again with the same server (it refused TLS, or a TLS
-// session, by pg_hba); the sessions after it go straight to plaintext.
-// Everything about TLS is still pgx's own, on the first session: nothing
-// is sent in plaintext that pgx would have encrypted, but for a server
-// that turns TLS on while lockrun runs, which prefer does not promise to
-// notice.
+// two sessions. Once such a server has said that it has no TLS, the
+// sessions after the first go straight to plaintext (see conns.learn).
+// Everything about TLS is still pgx's own: nothing is sent in plaintext
+// that pgx would have encrypted, but for a server that turns TLS on while
+// lockrun runs, which prefer does not promise to notice.
 func plainAfterPrefer(cfg *pgx.ConnConfig) *pgx.ConnConfig {
 	if cfg.TLSConfig == nil || len(cfg.Fallbacks) != 1 {
 		return nil

@@ -63,8 +63,8 @@ func TestPreferWithTLSUsesIt(t *testing.T) {
 
 // A server that answers SSLRequest with neither yes nor no (one too old to
 // know it), or says yes and then fails the handshake, gets a plaintext
-// session on a new connection from pgx; the sessions after it go
-// straight to plaintext.
+// session on a new connection from pgx; when the server then says it has
+// no TLS, the sessions after it go straight to plaintext.
 func TestPreferFallsBackToPlaintext(t *testing.T) {
 	srv := pgtest.Start(t)
 	for _, answer := range []string{"E", "S"} {
@@ -80,6 +80,25 @@ func TestPreferFallsBackToPlaintext(t *testing.T) {
 		if n := conns.Load(); n != 3 {
 			t.Errorf("answer %q: the second session made %d connections, want 1", answer, n-2)
 		}
+	}
+}
+
+// A TLS attempt that fails once, to a server that has TLS, leaves the
+// first session in plaintext, as pgx's prefer does; the next session asks
+// for TLS again and gets it.
+func TestPreferKeepsAskingAServerWithTLS(t *testing.T) {
+	srv := pgtest.StartTLS(t, testcert.Write(t))
+	addr, conns := firstAnswers(t, srv.Addr(), "S")
+	b := open(t, "postgres://postgres@"+addr+"/postgres")
+	acquireRelease(t, b)
+	if sessionTLS(t, b) {
+		t.Error("the first session says it uses TLS, though its TLS attempt failed")
+	}
+	if !secondSessionTLS(t, b) {
+		t.Error("the second session is plaintext on a server with TLS")
+	}
+	if n := conns.Load(); n != 3 {
+		t.Errorf("%d connections, want 3 (the failed TLS attempt, plaintext, then TLS)", n)
 	}
 }
 
