@@ -52,10 +52,7 @@ func (p *conns) get(ctx context.Context) (*pgx.Conn, error) {
 	if err != nil || cfg != p.cfg || p.plain == nil || encrypted(c) {
 		return c, err
 	}
-	if err := p.learn(ctx, c); err != nil {
-		discard(c)
-		return nil, err
-	}
+	p.learn(ctx, c)
 	return c, nil
 }
 
@@ -64,23 +61,25 @@ func (p *conns) get(ctx context.Context) (*pgx.Conn, error) {
 // request, and pgx's prefer then connects twice, so later sessions use
 // plain. A session can also be plaintext because a TLS attempt failed
 // once, or pg_hba refused a TLS session, with a server that has TLS:
-// later sessions keep asking for it, as pgx's prefer does.
-func (p *conns) learn(ctx context.Context, c *pgx.Conn) error {
+// later sessions keep asking for it, as pgx's prefer does, and so they do
+// when the server cannot say (a server that only speaks PostgreSQL's
+// protocol may not know the setting); a session broken meanwhile fails
+// its caller's next statement.
+func (p *conns) learn(ctx context.Context, c *pgx.Conn) {
 	p.mu.Lock()
 	asked := p.asked
 	p.asked = true
 	p.mu.Unlock()
 	if asked {
-		return nil
+		return
 	}
 	var ssl string
 	if err := c.QueryRow(ctx, "SHOW ssl").Scan(&ssl); err != nil {
-		return err
+		return
 	}
 	p.mu.Lock()
 	p.noTLS = ssl == "off"
 	p.mu.Unlock()
-	return nil
 }
 
 // put keeps c for reuse if it is healthy and idle, else closes it.
