@@ -30,6 +30,7 @@ type conns struct {
 	noTLS  bool // it has none: use plain
 }
 
+// newConns is a pool of sessions connected with cfg.
 func newConns(cfg *pgx.ConnConfig) *conns {
 	return &conns{cfg: cfg, plain: plainAfterPrefer(cfg)}
 }
