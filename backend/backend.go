@@ -168,6 +168,22 @@ func (e *HeldError) Error() string {
 // Is makes errors.Is(err, ErrHeld) true.
 func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 
+// Starter is implemented by leases that leave work for after their
+// command has started: bookkeeping that a grant could do at once, but
+// that would then compete for the machine with the start of the command,
+// the end of a hand-off.
+type Starter interface {
+	// Started is told, once, that the command runs. It does not block.
+	Started()
+}
+
+// Started tells l that its command runs, if l is a Starter.
+func Started(l Lease) {
+	if s, ok := l.(Starter); ok {
+		s.Started()
+	}
+}
+
 // GiveBacker is implemented by the leases of every backend that honours
 // AcquireOptions.MinHold.
 type GiveBacker interface {

@@ -26,9 +26,33 @@ type lease struct {
 	// (see revoke.go): a release then frees the lock at once and reports
 	// ErrLost.
 	revoked bool
+
+	// since is when a waiter's turn came, for Started to mark in the
+	// entry; 0 when there is nothing to mark.
+	since int64
 }
 
 func (b *Backend) newLease(e entry) *lease { return &lease{b: b, e: e, start: e.start} }
+
+// Started marks, if the lease came after a wait, when its turn came (see
+// markOnce), markDelay after the command's exec: the mark's read and
+// write would otherwise share the machine with the command's start, the
+// end of a hand-off.
+func (l *lease) Started() {
+	l.mu.Lock()
+	since := l.since
+	l.since = 0
+	l.mu.Unlock()
+	if since != 0 {
+		time.AfterFunc(markDelay, func() { l.b.markOnce(l.e, since) })
+	}
+}
+
+// markDelay is how long after the command's exec Started waits to mark:
+// the exec is not the end of a start (a dynamic loader, a runtime's own
+// start), and the mark, two requests and a write on the server, is only
+// for status.
+const markDelay = 100 * time.Millisecond
 
 // Token is the token written in the holder's entry (see enqueueTxn).
 func (l *lease) Token() backend.Token { return l.e.token }

@@ -85,8 +85,9 @@ func (b *Backend) waitTurn(ctx context.Context, e *entry, o backend.AcquireOptio
 	if err := b.restarted(ctx, e, r, "renewing the lease"); err != nil {
 		return nil, err
 	}
-	go b.mark(*e) // off the hand-off path
-	return b.newLease(*e), nil
+	l := b.newLease(*e)
+	l.since = time.Now().UnixMicro() // marked once the command runs
+	return l, nil
 }
 
 // restartTTL sends one keep-alive for e's lease; once it succeeds, e's

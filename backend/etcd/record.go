@@ -14,17 +14,15 @@ import (
 	"github.com/lockrun/lockrun/backend"
 )
 
-// mark records in e's entry when it began to hold the lock, for a waiter
-// whose entry was written long before its turn came. It adds "since" to
-// the entry's value and keeps every other field as written (a read, then
-// a write conditioned on the entry not having changed), sent after the
-// grant so that it costs the hand-off nothing; until it lands, status
-// shows the time the entry was queued. A mark that fails is only a less
-// exact status.
-func (b *Backend) mark(e entry) { b.markOnce(e, time.Now().UnixMicro()) }
-
-// markOnce is one try of mark; it reports whether it is done: the entry
-// was written (by this or by another write), or is gone or not lockrun's.
+// markOnce records in e's entry when it began to hold the lock, since, for
+// a waiter whose entry was written long before its turn came. It adds
+// "since" to the entry's value and keeps every other field as written (a
+// read, then a write conditioned on the entry not having changed), sent
+// once the command runs (lease.Started) so that it costs the hand-off
+// nothing; until it lands, status shows the time the entry was queued. A
+// mark that fails is only a less exact status. It reports whether it is
+// done: the entry was written (by this or by another write), or is gone
+// or not lockrun's.
 func (b *Backend) markOnce(e entry, since int64) bool {
 	ctx, cancel := b.bounded(context.Background())
 	defer cancel()

@@ -111,6 +111,7 @@ func (s *opSuite) waiterRecordsItsOwnGrant(t *testing.T) {
 		return
 	}
 	defer release(t, l)
+	backend.Started(l) // as the runner does once the command runs
 	var st backend.Status
 	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		var err error

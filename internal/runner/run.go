@@ -172,6 +172,7 @@ func runCommand(ctx context.Context, job Job, proc *process, ctl *control, g gra
 		return 0, nil, notStarted(job, err)
 	}
 	started := job.Clock.Now()
+	backend.Started(g.lease)
 	reportContainment(proc, log) // after the start: a log line must not delay it
 	trim := trimAtFirstRenewal(log)
 	keeper := heartbeat.Start(ctx, g.lease, p, g.sent, heartbeat.WithLogger(log), heartbeat.WithClock(job.Clock),
