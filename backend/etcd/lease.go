@@ -27,32 +27,38 @@ type lease struct {
 	// ErrLost.
 	revoked bool
 
-	// since is when a waiter's turn came, for Started to mark in the
-	// entry; 0 when there is nothing to mark.
+	// since is when a waiter's turn came, to be marked in its entry (see
+	// markPending); 0 once marked, or when there is nothing to mark.
 	since int64
 }
 
 func (b *Backend) newLease(e entry) *lease { return &lease{b: b, e: e, start: e.start} }
 
-// Started marks, if the lease came after a wait, when its turn came (see
-// markOnce), markDelay after the command's exec: the mark's read and
-// write would otherwise share the machine with the command's start, the
-// end of a hand-off.
-func (l *lease) Started() {
-	l.mu.Lock()
-	since := l.since
-	l.since = 0
-	l.mu.Unlock()
-	if since != 0 {
-		time.AfterFunc(markDelay, func() { l.b.markOnce(l.e, since) })
-	}
-}
+// Started marks, if the lease came after a wait, when its turn came,
+// markDelay after the command's exec: the mark's read and write would
+// otherwise share the machine with the command's start, the end of a
+// hand-off. Without Started (a caller that does not run a command), the
+// first renewal marks.
+func (l *lease) Started() { time.AfterFunc(markDelay, l.markPending) }
 
 // markDelay is how long after the command's exec Started waits to mark:
 // the exec is not the end of a start (a dynamic loader, a runtime's own
 // start), and the mark, two requests and a write on the server, is only
 // for status.
 const markDelay = 100 * time.Millisecond
+
+// markPending writes the pending mark (see markOnce), once: whichever of
+// Started's timer, the first renewal and a release into a minimum hold
+// comes first.
+func (l *lease) markPending() {
+	l.mu.Lock()
+	since := l.since
+	l.since = 0
+	l.mu.Unlock()
+	if since != 0 {
+		l.b.markOnce(l.e, since)
+	}
+}
 
 // Token is the token written in the holder's entry (see enqueueTxn).
 func (l *lease) Token() backend.Token { return l.e.token }
@@ -98,7 +104,11 @@ func (l *lease) Renew(ctx context.Context) error {
 	}
 	l.mu.Lock()
 	l.start = sent
+	pending := l.since != 0
 	l.mu.Unlock()
+	if pending {
+		go l.markPending()
+	}
 	return nil
 }
 
@@ -106,9 +116,17 @@ func (l *lease) Renew(ctx context.Context) error {
 // stays the holder's until the hold ends instead (see holdOn).
 func (l *lease) Release(ctx context.Context) error {
 	if left := time.Until(l.e.start.Add(l.minHold)); left > 0 && !l.isRevoked() {
+		l.markPending() // status shows the holder for the whole hold
 		return l.holdOn(ctx, left)
 	}
 	return l.GiveBack(ctx)
+}
+
+// dropMark forgets the pending mark of a lease about to be given back.
+func (l *lease) dropMark() {
+	l.mu.Lock()
+	l.since = 0
+	l.mu.Unlock()
 }
 
 // GiveBack frees the lock at once, minimum hold or not. Its first request
@@ -122,6 +140,7 @@ func (l *lease) Release(ctx context.Context) error {
 // the revoke fails the lease expires by itself within its TTL, holding
 // nothing.
 func (l *lease) GiveBack(ctx context.Context) error {
+	l.dropMark()
 	rctx, cancel := l.b.bounded(ctx)
 	defer cancel()
 	resp, err := l.b.cli.Txn(rctx).
