@@ -26,7 +26,8 @@ type conns struct {
 	mu     sync.Mutex
 	idle   []*pgx.Conn
 	closed bool
-	asked  bool // whether the server has TLS (see learn)
+	unsure bool // a session with cfg ended in plaintext: see learn
+	asked  bool // learn asked the server whether it has TLS
 	noTLS  bool // it has none: use plain
 }
 
@@ -50,28 +51,31 @@ func (p *conns) get(ctx context.Context) (*pgx.Conn, error) {
 	}
 	p.mu.Unlock()
 	c, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil || cfg != p.cfg || p.plain == nil || encrypted(c) {
-		return c, err
+	if err == nil && cfg == p.cfg && p.plain != nil && !encrypted(c) {
+		p.mu.Lock()
+		p.unsure = true
+		p.mu.Unlock()
 	}
-	p.learn(ctx, c)
-	return c, nil
+	return c, err
 }
 
-// learn asks the server behind c, a plaintext session made with cfg,
-// whether it has TLS, once: a server without TLS says no to every TLS
-// request, and pgx's prefer then connects twice, so later sessions use
-// plain. A session can also be plaintext because a TLS attempt failed
-// once, or pg_hba refused a TLS session, with a server that has TLS:
-// later sessions keep asking for it, as pgx's prefer does, and so they do
-// when the server cannot say (a server that only speaks PostgreSQL's
-// protocol may not know the setting); a session broken meanwhile fails
-// its caller's next statement.
+// learn asks the server behind c, idle, whether it has TLS, once, if a
+// session made with cfg ended in plaintext: a server without TLS says no
+// to every TLS request, and pgx's prefer then connects twice, so later
+// sessions use plain. A waiter calls it before it joins the line, where a
+// round trip costs no one anything and its second session is to come;
+// a run that does not wait never asks. A session can also be plaintext
+// because a TLS attempt failed once, or pg_hba refused a TLS session,
+// with a server that has TLS: later sessions keep asking for it, as pgx's
+// prefer does, and so they do when the server cannot say (a server that
+// only speaks PostgreSQL's protocol may not know the setting); a session
+// broken meanwhile fails its caller's next statement.
 func (p *conns) learn(ctx context.Context, c *pgx.Conn) {
 	p.mu.Lock()
-	asked := p.asked
-	p.asked = true
+	ask := p.unsure && !p.asked
+	p.asked = p.asked || ask
 	p.mu.Unlock()
-	if asked {
+	if !ask {
 		return
 	}
 	var ssl string

@@ -6,8 +6,11 @@ import (
 	"net/url"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/lockrun/lockrun/backend"
 
 	"github.com/lockrun/lockrun/internal/netproxy"
 	"github.com/lockrun/lockrun/internal/pgtest"
@@ -16,20 +19,45 @@ import (
 
 // With sslmode=prefer, the default, pgx connects twice to a server
 // without TLS (the server says no to TLS on the first connection): two
-// backend processes a session. After the first session, one.
+// backend processes a session. A waiter's session at the front of the
+// line, its second, then costs one; a run that does not wait asks the
+// server nothing more.
 func TestPreferWithoutTLSConnectsOnceAfterTheFirst(t *testing.T) {
 	srv := pgtest.Start(t)
 	px := netproxy.Start(t, srv.Addr())
-	b := open(t, "postgres://postgres@"+px.Addr()+"/postgres")
+	raw := "postgres://postgres@" + px.Addr() + "/postgres"
+	b := open(t, raw)
 	acquireRelease(t, b)
-	if n := px.Connections(); n != 2 {
-		t.Errorf("the first session made %d connections, want 2 (TLS refused, then plaintext)", n)
+	if n := px.Connections(); n != 2 || b.conns.asked {
+		t.Errorf("a run that did not wait made %d connections and asked the server %v; want 2 (TLS refused, then plaintext), no question", n, b.conns.asked)
 	}
-	if secondSessionTLS(t, b) {
-		t.Error("a session on a server without TLS says it uses TLS")
+	holder := open(t, srv.URL())
+	h, err := holder.Acquire(t.Context(), "k", opts("holder"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if n := px.Connections(); n != 3 {
-		t.Errorf("the second session made %d connections, want 1", n-2)
+	got := make(chan backend.Lease, 1)
+	go func() {
+		o := opts("waiter")
+		o.Wait = true
+		l, err := open(t, raw).Acquire(t.Context(), "k", o)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	for deadline := time.Now().Add(5 * time.Second); px.Connections() < 5 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := h.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	l := <-got
+	if n := px.Connections() - 2; n != 3 {
+		t.Errorf("a waiter made %d connections, want 3 (2 for its first session, 1 at the front)", n)
+	}
+	if l != nil {
+		l.Release(t.Context())
 	}
 }
 
@@ -124,7 +152,8 @@ func sessionTLS(t *testing.T, b *Backend) bool {
 	return queryTLS(t, c)
 }
 
-// secondSessionTLS connects a session beside the pooled one and says
+// secondSessionTLS connects a session beside the pooled one, as a waiter
+// does once it has asked the server about TLS on the first, and says
 // whether it is encrypted.
 func secondSessionTLS(t *testing.T, b *Backend) bool {
 	t.Helper()
@@ -133,12 +162,8 @@ func secondSessionTLS(t *testing.T, b *Backend) bool {
 		t.Fatal(err)
 	}
 	defer b.conns.put(first)
-	second, err := b.conns.get(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.conns.put(second)
-	return queryTLS(t, second)
+	b.conns.learn(t.Context(), first)
+	return sessionTLS(t, b)
 }
 
 func queryTLS(t *testing.T, c *pgx.Conn) bool {

@@ -67,6 +67,7 @@ const frontSlack = 250 * time.Millisecond
 // not a session lock, so that a transaction-pooling PgBouncer keeps the
 // server session pinned to us. On error the transaction is rolled back.
 func (b *Backend) enqueue(ctx context.Context, c *pgx.Conn, key string, patience time.Duration) (pgx.Tx, error) {
+	b.conns.learn(ctx, c) // before the session at the front is connected
 	tx, err := c.Begin(ctx)
 	if err != nil {
 		return nil, err
