@@ -172,8 +172,8 @@ func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 // command has started: bookkeeping that a grant could do at once, but
 // that would then compete for the machine with the start of the command,
 // the end of a hand-off. A caller that runs a command under the lease
-// calls Started once it runs; a lease not told does the work later (the
-// etcd lease at its first renewal).
+// calls Started once it runs; a lease not told does the work later (at
+// its first renewal or its release, or after a bounded time).
 type Starter interface {
 	// Started is told, once, that the command runs. It does not block.
 	Started()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -27,6 +28,9 @@ type lease struct {
 	// semaphore is set for a slot of a semaphore, whose statements differ
 	// (see sql/sem_acquire.sql).
 	semaphore bool
+
+	mu       sync.Mutex
+	leftover *leftover // a wait's, until tidied (see Started)
 }
 
 func (l *lease) Token() backend.Token { return l.token }
@@ -43,6 +47,7 @@ func (l *lease) ClockSkew() (time.Duration, bool) { return l.skew, true }
 // Renew extends the lease by its TTL from the server's now, only if this
 // run still holds it and it has not expired; see sql/renew.sql.
 func (l *lease) Renew(ctx context.Context) error {
+	l.tidy(ctx, true)
 	sql := l.b.sql.renew
 	if l.semaphore {
 		sql = l.b.sql.semRenew
@@ -64,6 +69,7 @@ func (l *lease) GiveBack(ctx context.Context) error { return l.release(ctx, 0) }
 // a minimum hold of hold (0: none). A revoked lease is freed all the same,
 // at once, and reported lost: its holder did not end on its own terms.
 func (l *lease) release(ctx context.Context, hold time.Duration) error {
+	l.tidy(ctx, true)
 	sql := l.b.sql.release
 	if l.semaphore {
 		sql = l.b.sql.semRelease

@@ -49,9 +49,18 @@ func (b *Backend) acquireWaiting(ctx context.Context, key string, o backend.Acqu
 			b.conns.put(c)
 			return nil, b.waitFail(ctx, key, b.fail(fmt.Sprintf("queueing for lock %q", key), err))
 		}
-		won, err := b.front(ctx, key, o)
-		b.leaveQueue(c, tx)
-		return won, err
+		won, listener, err := b.front(ctx, key, o)
+		switch {
+		case err != nil:
+			b.leaveQueue(c, tx)
+			return nil, err
+		case o.EffectiveLimit() > 1: // a slot may be free for the next waiter now
+			b.leaveQueue(c, tx)
+			b.unlisten(listener)
+		default:
+			won.leave(&leftover{queue: c, tx: tx, listener: listener})
+		}
+		return won, nil
 	}
 }
 
@@ -101,12 +110,24 @@ func (b *Backend) leaveQueue(c *pgx.Conn, tx pgx.Tx) {
 //
 // Notifications need a session: through a transaction-pooling PgBouncer
 // they are lost, and the front waiter then wakes at the holder's expiry.
-func (b *Backend) front(ctx context.Context, key string, o backend.AcquireOptions) (backend.Lease, error) {
+//
+// With the lease it returns the session it listened on, still listening:
+// see leftover.
+func (b *Backend) front(ctx context.Context, key string, o backend.AcquireOptions) (*lease, *pgx.Conn, error) {
 	c, err := b.connect(ctx)
 	if err != nil {
-		return nil, b.waitFail(ctx, key, b.fail(fmt.Sprintf("waiting for lock %q", key), err))
+		return nil, nil, b.waitFail(ctx, key, b.fail(fmt.Sprintf("waiting for lock %q", key), err))
 	}
-	defer b.unlisten(c)
+	l, err := b.listenAndTry(ctx, c, key, o)
+	if err != nil {
+		b.unlisten(c)
+		return nil, nil, err
+	}
+	return l, c, nil
+}
+
+// listenAndTry is front's wait on c, its listening session.
+func (b *Backend) listenAndTry(ctx context.Context, c *pgx.Conn, key string, o backend.AcquireOptions) (*lease, error) {
 	if err := b.listen(ctx, c, key); err != nil {
 		return nil, b.waitFail(ctx, key, b.fail(fmt.Sprintf("waiting for lock %q", key), err))
 	}
@@ -156,19 +177,19 @@ func (b *Backend) listen(ctx context.Context, c *pgx.Conn, key string) error {
 	return err
 }
 
-// unlisten ends c's LISTEN and returns it to the pool, in the background:
-// the new holder's lease is not kept waiting for it, and its release or
-// renewal can usually reuse the session instead of connecting again.
-func (b *Backend) unlisten(c *pgx.Conn) {
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), statementTimeout)
-		defer cancel()
-		if _, err := c.Exec(ctx, "UNLISTEN *"); err != nil {
-			discard(c)
-			return
-		}
-		b.conns.put(c)
-	}()
+// unlisten is unlistenNow in the background.
+func (b *Backend) unlisten(c *pgx.Conn) { go b.unlistenNow(context.Background(), c) }
+
+// unlistenNow ends c's LISTEN and returns it to the pool, where the
+// lease's release or renewal finds it instead of connecting again.
+func (b *Backend) unlistenNow(ctx context.Context, c *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(ctx, statementTimeout)
+	defer cancel()
+	if _, err := c.Exec(ctx, "UNLISTEN *"); err != nil {
+		discard(c)
+		return
+	}
+	b.conns.put(c)
 }
 
 // sleep waits on c for a notification, or until left has passed: the

@@ -1,0 +1,101 @@
+package postgres
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/internal/pgtest"
+)
+
+// A waiter granted the lock keeps the head of the line until its command
+// runs (backend.Started), so that the next waiter's set-up (a new
+// session, LISTEN, a try) does not share the machine with the command's
+// start. Told, or at its release, it lets the next one to the front.
+func TestWaiterLeavesTheLineOnceItsCommandRuns(t *testing.T) {
+	for _, told := range []bool{true, false} {
+		name := map[bool]string{true: "started", false: "released"}[told]
+		t.Run(name, func(t *testing.T) {
+			raw := pgtest.Isolated(t, pgtest.Shared())
+			b := open(t, raw)
+			holder, err := b.Acquire(t.Context(), "k", opts("holder"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			first := waitFor(t, open(t, raw), "k", "first")
+			until(t, "the first waiter at the front", func() bool { g, _ := queueOf(t, b, "k"); return g == 1 })
+			second := waitFor(t, open(t, raw), "k", "second")
+			until(t, "the second waiter in line", func() bool { _, w := queueOf(t, b, "k"); return w == 1 })
+			if err := holder.Release(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			l := <-first
+			time.Sleep(300 * time.Millisecond)
+			if g, w := queueOf(t, b, "k"); g != 1 || w != 1 {
+				t.Fatalf("granted, before its command runs: the line has %d at the front and %d waiting; want 1 and 1", g, w)
+			}
+			if told {
+				backend.Started(l)
+				until(t, "the second waiter at the front", func() bool { _, w := queueOf(t, b, "k"); return w == 0 })
+			}
+			if err := l.Release(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case l2 := <-second:
+				_ = l2.Release(t.Context())
+			case <-time.After(5 * time.Second):
+				t.Fatal("the second waiter did not get the lock after the first released it")
+			}
+		})
+	}
+}
+
+// waitFor acquires key on b for holder in the background, waiting.
+func waitFor(t *testing.T, b *Backend, key, holder string) <-chan backend.Lease {
+	got := make(chan backend.Lease, 1)
+	o := opts(holder)
+	o.Wait = true
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		l, err := b.Acquire(ctx, key, o)
+		if err != nil {
+			t.Errorf("%s: %v", holder, err)
+			return
+		}
+		got <- l
+	}()
+	return got
+}
+
+// queueOf counts the sessions at the head of key's waiting line (0 or 1)
+// and those waiting behind it.
+func queueOf(t *testing.T, b *Backend, key string) (granted, waiting int) {
+	t.Helper()
+	c, err := pgx.ConnectConfig(t.Context(), b.conns.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	err = c.QueryRow(t.Context(), `SELECT count(*) FILTER (WHERE granted), count(*) FILTER (WHERE NOT granted)
+		FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1
+		AND (classid::bigint << 32 | objid::bigint) = $1`, queueID(b.table, key)).Scan(&granted, &waiting)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return granted, waiting
+}
+
+// until waits up to 5 s for cond.
+func until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
