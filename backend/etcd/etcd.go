@@ -40,6 +40,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -62,6 +63,8 @@ type Backend struct {
 	kv     pb.KVClient     // raw, for the fail-fast probe
 	cfg    Config
 	addr   string // for messages: the endpoints, never a password
+
+	revoking sync.WaitGroup // revokeLater's requests in flight
 }
 
 // OpenURL opens the backend that u names (see ParseURL), with TLS files
@@ -115,10 +118,27 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	return b, nil
 }
 
-// Close closes the connections. A held lease is left to expire.
+// Close waits for the revokes of released leases (see revokeLater), then
+// closes the connections. A held lease is left to expire.
 func (b *Backend) Close() error {
+	b.revoking.Wait()
 	b.ka.close()
 	return b.cli.Close()
+}
+
+// revokeLater revokes lease id, whose entry is deleted, in the background:
+// the revoke is clean-up (the lease holds nothing and would expire within
+// its TTL), and waiting for it, a round trip and a WAL write, would keep
+// the release's caller waiting, a run's exit among them. Close waits for
+// it, at most a request's timeout.
+func (b *Backend) revokeLater(id clientv3.LeaseID) {
+	b.revoking.Add(1)
+	go func() {
+		defer b.revoking.Done()
+		ctx, cancel := b.bounded(context.Background())
+		defer cancel()
+		_, _ = b.cli.Revoke(ctx, id)
+	}()
 }
 
 // probe sends one serializable read that fails fast when every endpoint

@@ -135,10 +135,9 @@ func (l *lease) dropMark() {
 // hand-off waits for one round trip and one WAL write, and that write's
 // outcome tells whether the lease was lost; the same transaction reads the
 // revocation marker, so a revoked holder's release frees the lock all the
-// same and reports ErrLost. The lease is revoked after it, taking the
-// marker with it; a lease that is gone already has lost the lock too. If
-// the revoke fails the lease expires by itself within its TTL, holding
-// nothing.
+// same and reports ErrLost. A lease that is gone has lost the lock too:
+// its entry went with it, and the compare fails. The lease is then
+// revoked in the background, taking the marker with it (see revokeLater).
 func (l *lease) GiveBack(ctx context.Context) error {
 	l.dropMark()
 	rctx, cancel := l.b.bounded(ctx)
@@ -150,11 +149,11 @@ func (l *lease) GiveBack(ctx context.Context) error {
 	if err != nil {
 		return l.b.unavailable("releasing", l.e.key, err)
 	}
-	revoked := l.isRevoked() || resp.Succeeded && resp.Responses[1].GetResponseRange().Count > 0
-	if _, err := l.b.cli.Revoke(rctx, l.e.id); !resp.Succeeded || isLeaseGone(err) {
+	if !resp.Succeeded {
 		return l.b.lost(l.e.key, "released after the lease expired or was revoked")
 	}
-	if revoked {
+	l.b.revokeLater(l.e.id)
+	if l.isRevoked() || resp.Responses[1].GetResponseRange().Count > 0 {
 		return l.b.lost(l.e.key, "released after the holder was revoked")
 	}
 	return nil

@@ -10,13 +10,20 @@ import (
 )
 
 // A release deletes the entry first, to wake the next in line at once
-// (see TestRequestsPerOperation), and revokes the lease after it: no
-// lease is left behind to expire.
+// (see TestRequestsPerOperation), and revokes the lease after it, in the
+// background: by Close no lease is left behind to expire.
 func TestReleaseRevokesTheLease(t *testing.T) {
 	srv := etcdtest.Start(t)
-	b, key := openTest(t, srv.URL()), backendtest.Key(t)
+	b, err := backendtest.TryOpenURL(srv.URL(), OpenURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := backendtest.Key(t)
 	l := backendtest.MustAcquire(t, b, key, opts("a", false))
 	if err := l.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
 	ttl, err := srv.Client(t).TimeToLive(t.Context(), l.(*lease).e.id)
