@@ -64,6 +64,8 @@ type Backend struct {
 	cfg    Config
 	addr   string // for messages: the endpoints, never a password
 
+	mu       sync.Mutex
+	closed   bool           // Close began: no more revokes in the background
 	revoking sync.WaitGroup // revokeLater's requests in flight
 }
 
@@ -121,23 +123,36 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 // Close waits for the revokes of released leases (see revokeLater), then
 // closes the connections. A held lease is left to expire.
 func (b *Backend) Close() error {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
 	b.revoking.Wait()
 	b.ka.close()
 	return b.cli.Close()
 }
 
-// revokeLater revokes lease id, whose entry is deleted, in the background:
-// the revoke is clean-up (the lease holds nothing and would expire within
-// its TTL), and waiting for it, a round trip and a WAL write, would keep
-// the release's caller waiting, a run's exit among them. Close waits for
-// it, at most a request's timeout.
-func (b *Backend) revokeLater(id clientv3.LeaseID) {
-	b.revoking.Add(1)
+// revokeLater revokes lease id, whose entry is deleted, in the background,
+// after a pause of after: the revoke is clean-up (the lease holds nothing
+// and would expire within its TTL), and waiting for it, a round trip and a
+// WAL write, would keep the release's caller waiting, a run's exit among
+// them. Close waits for it, at most after and a request's timeout.
+// A release that races with Close revokes at once, on a client that may
+// be closed already: the lease then expires by itself.
+func (b *Backend) revokeLater(id clientv3.LeaseID, after time.Duration) {
+	b.mu.Lock()
+	closed := b.closed
+	if !closed {
+		b.revoking.Add(1)
+	}
+	b.mu.Unlock()
+	if closed {
+		b.revoke(context.Background(), id)
+		return
+	}
 	go func() {
 		defer b.revoking.Done()
-		ctx, cancel := b.bounded(context.Background())
-		defer cancel()
-		_, _ = b.cli.Revoke(ctx, id)
+		time.Sleep(after)
+		b.revoke(context.Background(), id)
 	}()
 }
 

@@ -137,14 +137,17 @@ func (l *lease) dropMark() {
 // revocation marker, so a revoked holder's release frees the lock all the
 // same and reports ErrLost. A lease that is gone has lost the lock too:
 // its entry went with it, and the compare fails. The lease is then
-// revoked in the background, taking the marker with it (see revokeLater).
+// revoked in the background, taking the marker with it (see revokeLater):
+// at once if no one else has an entry for the key, else revokeDelay
+// later.
 func (l *lease) GiveBack(ctx context.Context) error {
 	l.dropMark()
 	rctx, cancel := l.b.bounded(ctx)
 	defer cancel()
 	resp, err := l.b.cli.Txn(rctx).
 		If(clientv3.Compare(clientv3.CreateRevision(l.e.name), "=", l.e.rev)).
-		Then(clientv3.OpDelete(l.e.name), clientv3.OpGet(l.b.markerName(l.e.key, l.e.name), clientv3.WithCountOnly())).
+		Then(clientv3.OpDelete(l.e.name), clientv3.OpGet(l.b.markerName(l.e.key, l.e.name), clientv3.WithCountOnly()),
+			clientv3.OpGet(l.b.queuePrefix(l.e.key), clientv3.WithPrefix(), clientv3.WithCountOnly())).
 		Commit()
 	if err != nil {
 		return l.b.unavailable("releasing", l.e.key, err)
@@ -152,12 +155,22 @@ func (l *lease) GiveBack(ctx context.Context) error {
 	if !resp.Succeeded {
 		return l.b.lost(l.e.key, "released after the lease expired or was revoked")
 	}
-	l.b.revokeLater(l.e.id)
+	var after time.Duration
+	if resp.Responses[2].GetResponseRange().Count > 0 {
+		after = revokeDelay // someone waits, and is about to read
+	}
+	l.b.revokeLater(l.e.id, after)
 	if l.isRevoked() || resp.Responses[1].GetResponseRange().Count > 0 {
 		return l.b.lost(l.e.key, "released after the holder was revoked")
 	}
 	return nil
 }
+
+// revokeDelay is how long a released lease whose key has waiters waits
+// for its revoke: the next in line sees the release and reads the queue,
+// a round trip, and the revoke's WAL write reaching etcd first would hold
+// that read up. Close waits for it.
+var revokeDelay = 3 * time.Millisecond
 
 func (l *lease) setRevoked() {
 	l.mu.Lock()

@@ -2,9 +2,11 @@ package etcd
 
 import (
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/lockrun/lockrun/backend"
 	"github.com/lockrun/lockrun/internal/backendtest"
 	"github.com/lockrun/lockrun/internal/etcdtest"
 )
@@ -32,5 +34,67 @@ func TestReleaseRevokesTheLease(t *testing.T) {
 	}
 	if resp, err := srv.Client(t).Get(t.Context(), b.queuePrefix(key), clientv3.WithPrefix()); err != nil || len(resp.Kvs) != 0 {
 		t.Errorf("queue after Release: %v, %v; want empty", resp, err)
+	}
+}
+
+// A release whose key has a waiter holds its revoke back for revokeDelay,
+// so that the revoke's write does not reach etcd with the next in line's
+// read; Close waits for it. Without a waiter the revoke goes at once.
+func TestReleaseHoldsTheRevokeBackForAWaiter(t *testing.T) {
+	srv := etcdtest.Start(t)
+	old := revokeDelay
+	revokeDelay = 2 * time.Second
+	t.Cleanup(func() { revokeDelay = old })
+	for _, waiter := range []bool{false, true} {
+		b, err := backendtest.TryOpenURL(srv.URL(), OpenURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := backendtest.Key(t) + map[bool]string{false: "-alone", true: "-waited"}[waiter]
+		l := backendtest.MustAcquire(t, b, key, opts("a", false))
+		got := make(chan backend.Lease, 1)
+		if waiter {
+			w := openTest(t, srv.URL())
+			go func() {
+				wl, err := w.Acquire(t.Context(), key, opts("w", true))
+				if err != nil {
+					t.Errorf("waiter: %v", err)
+				}
+				got <- wl
+			}()
+			for n := int64(0); n < 2; time.Sleep(10 * time.Millisecond) {
+				resp, err := srv.Client(t).Get(t.Context(), b.queuePrefix(key), clientv3.WithPrefix(), clientv3.WithCountOnly())
+				if err != nil {
+					t.Fatal(err)
+				}
+				n = resp.Count
+			}
+		}
+		if err := l.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		ttl, err := srv.Client(t).TimeToLive(t.Context(), l.(*lease).e.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		begin := time.Now()
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+		closed := time.Since(begin)
+		switch {
+		case waiter && (ttl.TTL < 0 || closed < time.Second):
+			t.Errorf("with a waiter: the lease's TTL right after Release %d s, Close took %v; want it alive, and Close to wait for the revoke", ttl.TTL, closed)
+		case !waiter && closed > time.Second:
+			t.Errorf("without a waiter Close took %v; want the revoke sent at once", closed)
+		}
+		if ttl, err := srv.Client(t).TimeToLive(t.Context(), l.(*lease).e.id); err != nil || ttl.TTL != -1 {
+			t.Errorf("the lease after Close: TTL %v, %v; want -1 (revoked)", ttl.TTL, err)
+		}
+		if waiter {
+			if wl := <-got; wl != nil {
+				_ = wl.Release(t.Context())
+			}
+		}
 	}
 }
