@@ -74,17 +74,20 @@ func (l *lease) release(ctx context.Context, hold time.Duration) error {
 	if l.semaphore {
 		sql = l.b.sql.semRelease
 	}
-	var found, revoked bool
+	var found, revoked, queued bool
 	err := l.b.session(ctx, func(ctx context.Context, c *pgx.Conn) error {
 		var notified string
-		err := c.QueryRow(ctx, sql, l.key, l.runID, l.token, channel(l.b.table, l.key), hold.Microseconds()).
-			Scan(&revoked, &notified)
+		err := c.QueryRow(ctx, sql, l.key, l.runID, l.token, channel(l.b.table, l.key), hold.Microseconds(), queueID(l.b.table, l.key)).
+			Scan(&revoked, &notified, &queued)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
 		found = err == nil
 		return err
 	})
+	if queued {
+		l.b.lingers.Store(true)
+	}
 	if err == nil && revoked {
 		return fmt.Errorf("%w: lock %q: run %s (token %s) was revoked (lockrun release); its hold is now freed",
 			backend.ErrLost, l.key, l.runID, l.token)

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,6 +36,8 @@ type Backend struct {
 	create bool
 	sql    statements
 	conns  *conns
+
+	lingers atomic.Bool // a release left someone waiting: see Close
 }
 
 // OpenURL returns a backend for a postgres:// or postgresql:// URL: any
@@ -59,11 +62,22 @@ func OpenURL(u *url.URL) (*Backend, error) {
 func (b *Backend) Table() string { return b.table.Sanitize() }
 
 // Close closes the backend's idle sessions; sessions in use close when
-// their call returns.
+// their call returns. After a release that left someone waiting it first
+// waits closeDelay: each session closed ends a server process, work for
+// the server and the machine that would otherwise come just as the next
+// in line takes the lock and starts its command.
 func (b *Backend) Close() error {
+	if b.lingers.Load() {
+		time.Sleep(closeDelay)
+	}
 	b.conns.close()
 	return nil
 }
+
+// closeDelay is how long Close waits after a release that left someone
+// waiting: about a hand-off on a quiet host (a wake-up, one statement, a
+// command's start).
+const closeDelay = 3 * time.Millisecond
 
 // Init creates the lease table if it does not exist, for teams that forbid
 // DDL at run time (see ParamCreateTable), and installs lockrun_fence in

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/lockrun/lockrun/backend"
 	"github.com/lockrun/lockrun/internal/pgtest"
 )
 
@@ -59,4 +60,33 @@ func stuckFront(t *testing.T, b *Backend, key string) pgx.Tx {
 		t.Fatal(err)
 	}
 	return tx
+}
+
+// A release tells whether someone waits in the key's line, so that Close
+// lingers (see closeDelay) only then: a run that hands the lock on keeps
+// its sessions' ends out of the next holder's start, and one that does
+// not exits at once.
+func TestReleaseTellsWhetherSomeoneWaits(t *testing.T) {
+	raw := pgtest.Isolated(t, pgtest.Shared())
+	for _, waiter := range []bool{false, true} {
+		b := open(t, raw)
+		l, err := b.Acquire(t.Context(), "k", opts("holder"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var next <-chan backend.Lease
+		if waiter {
+			next = waitFor(t, open(t, raw), "k", "waiter")
+			until(t, "the waiter at the front", func() bool { g, _ := queueOf(t, b, "k"); return g == 1 })
+		}
+		if err := l.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if got := b.lingers.Load(); got != waiter {
+			t.Errorf("someone waiting: %v; the release says %v", waiter, got)
+		}
+		if waiter {
+			_ = (<-next).Release(t.Context())
+		}
+	}
 }

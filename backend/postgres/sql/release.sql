@@ -5,8 +5,10 @@
 -- unchanged), marked released so that it cannot renew; the waiters are
 -- woken all the same, to wait for that time. A holder revoked by
 -- revoke.sql (its run id marked ' revoked') is freed at once, minimum
--- hold or not, and the statement says so. No row returned means the lease
--- was already lost.
+-- hold or not, and the statement says so. Last, whether someone is in
+-- the key's waiting line $6 (see queue.sql): the front waiter holds the
+-- line's lock; when no one does, this transaction holds it for its few
+-- microseconds. No row returned means the lease was already lost.
 WITH released AS (
     UPDATE {{table}}
     SET expires_at = CASE WHEN run_id = $2::text AND granted_at + $5::bigint * interval '1 microsecond' > now()
@@ -17,4 +19,4 @@ WITH released AS (
         AND released_at IS NULL
     RETURNING run_id <> $2::text AS revoked
 )
-SELECT revoked, pg_notify($4, '')::text FROM released
+SELECT revoked, pg_notify($4, '')::text, NOT pg_try_advisory_xact_lock($6::bigint) FROM released
