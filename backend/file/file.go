@@ -16,6 +16,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -30,6 +31,8 @@ type Backend struct {
 	dir      string
 	fileMode uint32 // of new lock files: 0660 in a directory shared with a group, else 0600
 	open     bool   // anyone may create files in dir (world-writable, sticky)
+
+	handedOn atomic.Bool // a release left someone waiting: see Close
 }
 
 // Open uses dir for lock files, creating it (0700, and 0755 for missing
@@ -65,8 +68,20 @@ func newBackend(d dirInfo) *Backend {
 // symbolic link on the way resolved.
 func (b *Backend) Dir() string { return b.dir }
 
-// Close does nothing: the backend holds no resource of its own.
-func (b *Backend) Close() error { return nil }
+// Close holds no resource to free. After a release that left someone
+// waiting it waits closeDelay, so that the caller's exit, work for the
+// machine, does not come just as the next in line takes the lock and
+// starts its command.
+func (b *Backend) Close() error {
+	if b.handedOn.Load() {
+		time.Sleep(closeDelay)
+	}
+	return nil
+}
+
+// closeDelay is how long Close waits after a release that left someone
+// waiting: about a hand-off on a quiet host.
+const closeDelay = 3 * time.Millisecond
 
 // Local reports that the locks live on this machine: an Acquire answers
 // without a round trip, a busy lock at once.
@@ -213,7 +228,7 @@ func (b *Backend) write(key string, f *os.File, o backend.AcquireOptions, start 
 	if err := writeState(f, r, slot); err != nil {
 		return nil, 0, fmt.Errorf("%w: writing %s: %w", backend.ErrUnavailable, f.Name(), err)
 	}
-	return &lease{f: f, path: f.Name(), rec: r, ttl: o.TTL, start: start}, 0, nil
+	return &lease{f: f, path: f.Name(), rec: r, ttl: o.TTL, start: start, handedOn: &b.handedOn}, 0, nil
 }
 
 func newRecord(token backend.Token, o backend.AcquireOptions, now time.Time) record {

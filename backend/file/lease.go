@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -31,6 +32,8 @@ type lease struct {
 	key        *os.File    // a semaphore's: the key's lock file, flocked shared
 	watch      *watcher    // made by Done; nil before
 	watchTimer *time.Timer // starts the watch after watchDelay
+
+	handedOn *atomic.Bool // the backend's: set by a release that leaves someone waiting
 }
 
 func (l *lease) Token() backend.Token { return l.rec.Token }
@@ -144,6 +147,9 @@ func (l *lease) GiveBack(ctx context.Context) error {
 // unlock drops the flock and stops the watch, and returns err. Callers
 // hold l.mu.
 func (l *lease) unlock(err error) error {
+	if l.f != nil && l.handedOn != nil && l.someoneWaits() {
+		l.handedOn.Store(true)
+	}
 	if l.f != nil {
 		_ = syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
 		if l.key != nil {
@@ -162,6 +168,18 @@ func (l *lease) unlock(err error) error {
 	}
 	l.watch.stop() // after the unlock: a waiter need not wait for it
 	return err
+}
+
+// someoneWaits reports whether another acquirer waits for the key: a
+// plain lock's waiter marks the lock file (see markPlainWaiter), a
+// semaphore's holds a ticket on the key's lock file. Callers hold l.mu.
+func (l *lease) someoneWaits() bool {
+	if l.key == nil {
+		waits, _ := plainWaits(l.f)
+		return waits
+	}
+	_, waits, _ := ofdFirst(int(l.key.Fd()), 1, plainWaiterByte-1)
+	return waits
 }
 
 // ring tells a semaphore's first waiter that f's slot is free: it opens

@@ -294,5 +294,5 @@ func (b *Backend) fillSlot(kf, sf *os.File, last record, ks int, o backend.Acqui
 	if err := writeRecord(sf, r, ss, r.HoldUntil > 0); err != nil {
 		return nil, fmt.Errorf("%w: writing %s: %w", backend.ErrUnavailable, sf.Name(), err)
 	}
-	return &lease{f: sf, path: sf.Name(), key: kf, keyPath: kf.Name(), rec: r, ttl: o.TTL, start: start}, nil
+	return &lease{f: sf, path: sf.Name(), key: kf, keyPath: kf.Name(), rec: r, ttl: o.TTL, start: start, handedOn: &b.handedOn}, nil
 }
