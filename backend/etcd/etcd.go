@@ -131,14 +131,19 @@ func (b *Backend) Close() error {
 	return b.cli.Close()
 }
 
-// revokeLater revokes lease id, whose entry is deleted, in the background,
-// after a pause of after: the revoke is clean-up (the lease holds nothing
-// and would expire within its TTL), and waiting for it, a round trip and a
-// WAL write, would keep the release's caller waiting, a run's exit among
-// them. Close waits for it, at most after and a request's timeout.
+// revokeLater revokes lease id in the background, after a pause of after
+// and within ctx's deadline (or a request's timeout), but not ctx's
+// cancellation: the caller returns before it is sent. The revoke of a
+// released lease is clean-up (it holds nothing and would expire within its
+// TTL), and waiting for it, a round trip and a WAL write, would keep the
+// release's caller waiting, a run's exit among them. Close waits for it.
 // A release that races with Close revokes at once, on a client that may
 // be closed already: the lease then expires by itself.
-func (b *Backend) revokeLater(id clientv3.LeaseID, after time.Duration) {
+func (b *Backend) revokeLater(ctx context.Context, id clientv3.LeaseID, after time.Duration) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(after + b.cfg.RequestTimeout)
+	}
 	b.mu.Lock()
 	closed := b.closed
 	if !closed {
@@ -146,13 +151,15 @@ func (b *Backend) revokeLater(id clientv3.LeaseID, after time.Duration) {
 	}
 	b.mu.Unlock()
 	if closed {
-		b.revoke(context.Background(), id)
+		b.revoke(ctx, id)
 		return
 	}
 	go func() {
 		defer b.revoking.Done()
-		time.Sleep(after)
-		b.revoke(context.Background(), id)
+		time.Sleep(min(after, time.Until(deadline)))
+		rctx, cancel := context.WithDeadline(context.Background(), deadline)
+		defer cancel()
+		_, _ = b.cli.Revoke(rctx, id) // if it fails, the lease expires by itself
 	}()
 }
 

@@ -137,9 +137,10 @@ func (l *lease) dropMark() {
 // revocation marker, so a revoked holder's release frees the lock all the
 // same and reports ErrLost. A lease that is gone has lost the lock too:
 // its entry went with it, and the compare fails. The lease is then
-// revoked in the background, taking the marker with it (see revokeLater):
-// at once if no one else has an entry for the key, else revokeDelay
-// later.
+// revoked in the background, taking the marker with it (see revokeLater),
+// within ctx's deadline: at once if no one else has an entry for the key,
+// else revokeDelay later. Close the backend before exiting, or the revoke
+// may not be sent (the lease then expires within its TTL).
 func (l *lease) GiveBack(ctx context.Context) error {
 	l.dropMark()
 	rctx, cancel := l.b.bounded(ctx)
@@ -152,14 +153,14 @@ func (l *lease) GiveBack(ctx context.Context) error {
 	if err != nil {
 		return l.b.unavailable("releasing", l.e.key, err)
 	}
+	var after time.Duration
+	if resp.Succeeded && resp.Responses[2].GetResponseRange().Count > 0 {
+		after = revokeDelay // someone waits, and is about to read
+	}
+	l.b.revokeLater(ctx, l.e.id, after)
 	if !resp.Succeeded {
 		return l.b.lost(l.e.key, "released after the lease expired or was revoked")
 	}
-	var after time.Duration
-	if resp.Responses[2].GetResponseRange().Count > 0 {
-		after = revokeDelay // someone waits, and is about to read
-	}
-	l.b.revokeLater(l.e.id, after)
 	if l.isRevoked() || resp.Responses[1].GetResponseRange().Count > 0 {
 		return l.b.lost(l.e.key, "released after the holder was revoked")
 	}

@@ -13,7 +13,7 @@ import (
 
 // A release deletes the entry first, to wake the next in line at once
 // (see TestRequestsPerOperation), and revokes the lease after it, in the
-// background: by Close no lease is left behind to expire.
+// background: by Close no released lease is left behind to expire.
 func TestReleaseRevokesTheLease(t *testing.T) {
 	srv := etcdtest.Start(t)
 	b, err := backendtest.TryOpenURL(srv.URL(), OpenURL)
@@ -95,6 +95,37 @@ func TestReleaseHoldsTheRevokeBackForAWaiter(t *testing.T) {
 			if wl := <-got; wl != nil {
 				_ = wl.Release(t.Context())
 			}
+		}
+	}
+}
+
+// Releases may run while the backend is closed (a library's shutdown):
+// their background revokes must not race with Close's wait for them.
+func TestReleaseDuringCloseIsSafe(t *testing.T) {
+	srv := etcdtest.Start(t)
+	for i := range 6 {
+		b, err := backendtest.TryOpenURL(srv.URL(), OpenURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := backendtest.Key(t)
+		var leases []backend.Lease
+		for i := range 3 {
+			leases = append(leases, backendtest.MustAcquire(t, b, key+string(rune('a'+i)), opts("a", false)))
+		}
+		done := make(chan struct{})
+		for _, l := range leases {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				_ = l.Release(t.Context()) // may fail on the closed client, after 2.5 s
+			}()
+		}
+		time.Sleep(time.Duration(1+i%3) * time.Millisecond) // some releases done, some not
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for range leases {
+			<-done
 		}
 	}
 }

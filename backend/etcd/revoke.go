@@ -18,9 +18,9 @@ var _ backend.Revoker = (*Backend)(nil)
 //
 //	P.revoked/K/<entry name under P K/>   (P without its trailing "/")
 //
-// The marker is attached to the entry's own lease, so it goes when the
-// entry goes (a release revokes the lease, or the lease expires) and is
-// never left behind. It lives beside the prefix, as the checkpoints do, so
+// The marker is attached to the entry's own lease, so it goes with the
+// lease (a release revokes it, just after the entry's delete, or it
+// expires) and is never left behind for longer than a TTL. It lives beside the prefix, as the checkpoints do, so
 // that no queue prefix contains it: waiters and etcdctl lock never see it.
 // The holder's renewal reads it in the transaction that already reads its
 // entry; an entry without a marker (every older lockrun's) is not revoked.
