@@ -47,6 +47,8 @@ func (l *lease) ClockSkew() (time.Duration, bool) { return l.skew, true }
 // Renew extends the lease by its TTL from the server's now, only if this
 // run still holds it and it has not expired; see sql/renew.sql.
 func (l *lease) Renew(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, statementTimeout) // the tidy's and the statement's
+	defer cancel()
 	l.tidy(ctx, true)
 	sql := l.b.sql.renew
 	if l.semaphore {
@@ -69,6 +71,8 @@ func (l *lease) GiveBack(ctx context.Context) error { return l.release(ctx, 0) }
 // a minimum hold of hold (0: none). A revoked lease is freed all the same,
 // at once, and reported lost: its holder did not end on its own terms.
 func (l *lease) release(ctx context.Context, hold time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, statementTimeout) // the tidy's and the statement's
+	defer cancel()
 	l.tidy(ctx, true)
 	sql := l.b.sql.release
 	if l.semaphore {

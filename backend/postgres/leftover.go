@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -42,12 +43,23 @@ func (l *lease) Started() {
 	}
 }
 
-// leave gives l the wait's leftover, tidied up by tidyLimit at the latest.
+// leave gives l the wait's leftover, tidied up by tidyLimit at the latest,
+// or by the backend's Close.
 func (l *lease) leave(lo *leftover) {
 	l.mu.Lock()
 	l.leftover = lo
 	l.mu.Unlock()
+	l.b.pending.add(l)
 	time.AfterFunc(tidyLimit, func() { l.tidy(context.Background(), false) })
+}
+
+// takeLeftover returns l's leftover, once.
+func (l *lease) takeLeftover() *leftover {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lo := l.leftover
+	l.leftover = nil
+	return lo
 }
 
 func (l *lease) hasLeftover() bool {
@@ -60,17 +72,51 @@ func (l *lease) hasLeftover() bool {
 // background and stops listening, in the background too unless now, for a
 // statement about to run that should reuse the listening session.
 func (l *lease) tidy(ctx context.Context, now bool) {
-	l.mu.Lock()
-	lo := l.leftover
-	l.leftover = nil
-	l.mu.Unlock()
+	lo := l.takeLeftover()
 	if lo == nil {
 		return
 	}
+	l.b.pending.remove(l)
 	l.b.leaveQueue(lo.queue, lo.tx)
 	if now {
 		l.b.unlistenNow(ctx, lo.listener)
 	} else {
 		l.b.unlisten(lo.listener)
+	}
+}
+
+// leftovers are the leases whose leftover is not tidied up yet, for Close.
+type leftovers struct {
+	mu     sync.Mutex
+	leases map[*lease]struct{}
+}
+
+func (p *leftovers) add(l *lease) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.leases == nil {
+		p.leases = make(map[*lease]struct{})
+	}
+	p.leases[l] = struct{}{}
+}
+
+func (p *leftovers) remove(l *lease) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.leases, l)
+}
+
+// close ends every pending leftover at once: closing its sessions ends
+// the queue transaction and the LISTEN on the server.
+func (p *leftovers) close() {
+	p.mu.Lock()
+	leases := p.leases
+	p.leases = nil
+	p.mu.Unlock()
+	for l := range leases {
+		if lo := l.takeLeftover(); lo != nil {
+			discard(lo.queue)
+			discard(lo.listener)
+		}
 	}
 }

@@ -1,9 +1,11 @@
 // Package postgres is lockrun's PostgreSQL backend. Locks are rows of one
 // lease table, keyed by lock name and never deleted: each row keeps the
 // key's fencing counter, the holder, its run id and an expiry on the
-// server's clock. Every operation is one autocommitted statement, so no
-// session state is kept between statements and the backend works through a
-// transaction-pooling PgBouncer. Waiters queue in order of arrival; the one
+// server's clock. Every operation is one autocommitted statement, so the
+// lock needs no session state between statements and the backend works
+// through a transaction-pooling PgBouncer (a waiter's line and LISTEN,
+// kept until its command starts, are only for the hand-off's order and
+// speed). Waiters queue in order of arrival; the one
 // at the front LISTENs on the key's channel and is woken by the NOTIFY that
 // a release sends in the same statement. A semaphore (a limit above 1)
 // is the key's same row, carrying every holder; see sql/sem_acquire.sql.
@@ -38,6 +40,7 @@ type Backend struct {
 	conns  *conns
 
 	lingers atomic.Bool // a release left someone waiting: see Close
+	pending leftovers   // granted waits not tidied up yet (see leftover)
 }
 
 // OpenURL returns a backend for a postgres:// or postgresql:// URL: any
@@ -61,8 +64,9 @@ func OpenURL(u *url.URL) (*Backend, error) {
 // Table is the quoted name of the lease table.
 func (b *Backend) Table() string { return b.table.Sanitize() }
 
-// Close closes the backend's idle sessions; sessions in use close when
-// their call returns. After a release that left someone waiting it first
+// Close closes the backend's idle sessions, and those a granted wait
+// kept (see leftover); sessions in use close when their call returns.
+// After a release that left someone waiting it first
 // waits closeDelay: each session closed ends a server process, work for
 // the server and the machine that would otherwise come just as the next
 // in line takes the lock and starts its command.
@@ -70,6 +74,7 @@ func (b *Backend) Close() error {
 	if b.lingers.Load() {
 		time.Sleep(closeDelay)
 	}
+	b.pending.close()
 	b.conns.close()
 	return nil
 }

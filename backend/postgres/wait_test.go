@@ -86,7 +86,7 @@ func TestReleaseTellsWhetherSomeoneWaits(t *testing.T) {
 			t.Errorf("someone waiting: %v; the release says %v", waiter, got)
 		}
 		if waiter {
-			_ = (<-next).Release(t.Context())
+			_ = granted(t, next).Release(t.Context())
 		}
 	}
 }
