@@ -132,18 +132,19 @@ func (b *Backend) Close() error {
 }
 
 // revokeLater revokes lease id in the background, after a pause of after
-// and within ctx's deadline (or a request's timeout), but not ctx's
-// cancellation: the caller returns before it is sent. The revoke of a
+// and within ctx's deadline and a request's timeout after the pause, but
+// not ctx's cancellation: the caller returns before it is sent. The revoke of a
 // released lease is clean-up (it holds nothing and would expire within its
 // TTL), and waiting for it, a round trip and a WAL write, would keep the
 // release's caller waiting, a run's exit among them. Close waits for it.
 // A release that races with Close revokes at once, on a client that may
 // be closed already: the lease then expires by itself.
 func (b *Backend) revokeLater(ctx context.Context, id clientv3.LeaseID, after time.Duration) {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(after + b.cfg.RequestTimeout)
+	deadline := time.Now().Add(after + b.cfg.RequestTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
 	}
+	rctx, cancel := context.WithDeadline(context.Background(), deadline)
 	b.mu.Lock()
 	closed := b.closed
 	if !closed {
@@ -151,14 +152,14 @@ func (b *Backend) revokeLater(ctx context.Context, id clientv3.LeaseID, after ti
 	}
 	b.mu.Unlock()
 	if closed {
-		b.revoke(ctx, id)
+		defer cancel()
+		_, _ = b.cli.Revoke(rctx, id) // fails at once on a closed client
 		return
 	}
 	go func() {
 		defer b.revoking.Done()
-		time.Sleep(min(after, time.Until(deadline)))
-		rctx, cancel := context.WithDeadline(context.Background(), deadline)
 		defer cancel()
+		time.Sleep(min(after, time.Until(deadline)))
 		_, _ = b.cli.Revoke(rctx, id) // if it fails, the lease expires by itself
 	}()
 }

@@ -62,7 +62,10 @@ func TestReleaseHoldsTheRevokeBackForAWaiter(t *testing.T) {
 				}
 				got <- wl
 			}()
-			for n := int64(0); n < 2; time.Sleep(10 * time.Millisecond) {
+			for n, end := int64(0), time.Now().Add(5*time.Second); n < 2; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(end) {
+					t.Fatal("the waiter did not queue")
+				}
 				resp, err := srv.Client(t).Get(t.Context(), b.queuePrefix(key), clientv3.WithPrefix(), clientv3.WithCountOnly())
 				if err != nil {
 					t.Fatal(err)

@@ -125,3 +125,31 @@ func TestOlderTableIsUpgraded(t *testing.T) {
 		t.Errorf("Inspect after the upgrade = %+v, %v", st, err)
 	}
 }
+
+// A server that refuses the release's question whether someone waits
+// (pg_try_advisory_xact_lock not granted, missing, or its lock table
+// full) still frees the lock: a run that never waits needs no advisory
+// lock.
+func TestReleaseWithoutAdvisoryLocks(t *testing.T) {
+	srv := pgtest.Start(t)
+	user := "lockrun_noadv_" + strings.ToLower(rand.Text()[:8])
+	pgtest.Exec(t, srv.URL(), "CREATE ROLE "+user+" LOGIN")
+	pgtest.Exec(t, srv.URL(), "GRANT ALL ON SCHEMA public TO "+user)
+	pgtest.Exec(t, srv.URL(), "REVOKE EXECUTE ON FUNCTION pg_try_advisory_xact_lock(bigint) FROM PUBLIC")
+	b := open(t, withUser(t, srv.URL(), user, "", ""))
+	if b.sql.releaseBare == b.sql.release || b.sql.semReleaseBare == b.sql.semRelease {
+		t.Fatal("the release statements without the question are the same as with it")
+	}
+	for _, o := range []backend.AcquireOptions{opts("h"), semOpts("h", 2)} {
+		l, err := b.Acquire(t.Context(), "k", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(t.Context()); err != nil {
+			t.Errorf("limit %d: Release: %v", o.EffectiveLimit(), err)
+		}
+		if st, err := b.Inspect(t.Context(), "k"); err != nil || st.Held {
+			t.Errorf("limit %d: after Release: %+v, %v; want free", o.EffectiveLimit(), st, err)
+		}
+	}
+}

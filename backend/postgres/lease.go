@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,8 +48,6 @@ func (l *lease) ClockSkew() (time.Duration, bool) { return l.skew, true }
 // Renew extends the lease by its TTL from the server's now, only if this
 // run still holds it and it has not expired; see sql/renew.sql.
 func (l *lease) Renew(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, statementTimeout) // the tidy's and the statement's
-	defer cancel()
 	l.tidy(ctx, true)
 	sql := l.b.sql.renew
 	if l.semaphore {
@@ -71,18 +70,19 @@ func (l *lease) GiveBack(ctx context.Context) error { return l.release(ctx, 0) }
 // a minimum hold of hold (0: none). A revoked lease is freed all the same,
 // at once, and reported lost: its holder did not end on its own terms.
 func (l *lease) release(ctx context.Context, hold time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, statementTimeout) // the tidy's and the statement's
-	defer cancel()
 	l.tidy(ctx, true)
-	sql := l.b.sql.release
+	sql, bare := l.b.sql.release, l.b.sql.releaseBare
 	if l.semaphore {
-		sql = l.b.sql.semRelease
+		sql, bare = l.b.sql.semRelease, l.b.sql.semReleaseBare
 	}
 	var found, revoked, queued bool
 	err := l.b.session(ctx, func(ctx context.Context, c *pgx.Conn) error {
 		var notified string
-		err := c.QueryRow(ctx, sql, l.key, l.runID, l.token, channel(l.b.table, l.key), hold.Microseconds(), queueID(l.b.table, l.key)).
-			Scan(&revoked, &notified, &queued)
+		args := []any{l.key, l.runID, l.token, channel(l.b.table, l.key), hold.Microseconds(), queueID(l.b.table, l.key)}
+		err := c.QueryRow(ctx, sql, args...).Scan(&revoked, &notified, &queued)
+		if hintRefused(err) { // the question, not the release: ask without it
+			err = c.QueryRow(ctx, bare, args...).Scan(&revoked, &notified, &queued)
+		}
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -97,6 +97,16 @@ func (l *lease) release(ctx context.Context, hold time.Duration) error {
 			backend.ErrLost, l.key, l.runID, l.token)
 	}
 	return l.outcome("releasing", err, found)
+}
+
+// hintRefused tells whether err may come from the release's question
+// whether someone waits (sql.queuedHint) rather than from the release:
+// the function missing or not granted, or the server's lock table full.
+// The statement is then retried without it: a lockrun that never waits
+// needs no advisory lock, and must not fail to release for want of one.
+func hintRefused(err error) bool {
+	code := pgCode(err)
+	return code == codeUndefinedFunction || code == codeInsufficientPrivilege || strings.HasPrefix(code, codeClassResources)
 }
 
 // owned runs an owner-checked statement: no row touched, or no table at

@@ -50,25 +50,37 @@ type statements struct {
 	// A semaphore's statements; see sql/sem_acquire.sql.
 	semAcquire, semRenew, semRelease, releaseHolder string
 	revoke                                          string // see sql/revoke.sql
+	// The releases without their question whether someone waits, for a
+	// server that refuses it (see lease.release).
+	releaseBare, semReleaseBare string
 }
+
+// queuedHint is the release statements' question whether someone is in
+// the key's waiting line, and bareHint its stand-in, always false.
+const (
+	queuedHint = "NOT pg_try_advisory_xact_lock($6::bigint)"
+	bareHint   = "($6::bigint IS NULL)"
+)
 
 func newStatements(table pgx.Identifier) statements {
 	quoted := table.Sanitize()
 	fill := func(sql string) string { return strings.ReplaceAll(sql, "{{table}}", quoted) }
 	return statements{
-		create:        fill(createSQL),
-		acquire:       fill(acquireSQL),
-		renew:         fill(renewSQL),
-		release:       fill(releaseSQL),
-		forceRelease:  fill(forceReleaseSQL),
-		inspect:       fill(inspectSQL),
-		upgrade:       fill(upgradeSQL),
-		list:          fill(listSQL),
-		semAcquire:    fill(semAcquireSQL),
-		semRenew:      fill(semRenewSQL),
-		semRelease:    fill(semReleaseSQL),
-		releaseHolder: fill(releaseHolderSQL),
-		revoke:        fill(revokeSQL),
+		create:         fill(createSQL),
+		acquire:        fill(acquireSQL),
+		renew:          fill(renewSQL),
+		release:        fill(releaseSQL),
+		forceRelease:   fill(forceReleaseSQL),
+		inspect:        fill(inspectSQL),
+		upgrade:        fill(upgradeSQL),
+		list:           fill(listSQL),
+		semAcquire:     fill(semAcquireSQL),
+		semRenew:       fill(semRenewSQL),
+		semRelease:     fill(semReleaseSQL),
+		releaseHolder:  fill(releaseHolderSQL),
+		revoke:         fill(revokeSQL),
+		releaseBare:    strings.Replace(fill(releaseSQL), queuedHint, bareHint, 1),
+		semReleaseBare: strings.Replace(fill(semReleaseSQL), queuedHint, bareHint, 1),
 	}
 }
 

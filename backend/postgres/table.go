@@ -20,6 +20,8 @@ const (
 	codeInvalidCatalogName    = "3D000" // no such database
 	codeInvalidSchemaName     = "3F000"
 	codeDatatypeMismatch      = "42804" // a lease table of another shape
+	codeUndefinedFunction     = "42883"
+	codeClassResources        = "53" // insufficient resources: out of memory, too many connections
 	// lock_timeout ran out while waiting in line.
 	codeLockNotAvailable = "55P03"
 )

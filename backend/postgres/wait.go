@@ -177,13 +177,19 @@ func (b *Backend) listen(ctx context.Context, c *pgx.Conn, key string) error {
 	return err
 }
 
+// unlistenTimeout bounds an UNLISTEN: one round trip on a session that
+// answered a moment ago.
+const unlistenTimeout = time.Second
+
 // unlisten is unlistenNow in the background.
 func (b *Backend) unlisten(c *pgx.Conn) { go b.unlistenNow(context.Background(), c) }
 
 // unlistenNow ends c's LISTEN and returns it to the pool, where the
-// lease's release or renewal finds it instead of connecting again.
+// lease's release or renewal finds it instead of connecting again. It
+// takes at most unlistenTimeout of ctx: a session that died unnoticed
+// must leave the statement that follows most of its time.
 func (b *Backend) unlistenNow(ctx context.Context, c *pgx.Conn) {
-	ctx, cancel := context.WithTimeout(ctx, statementTimeout)
+	ctx, cancel := context.WithTimeout(ctx, unlistenTimeout)
 	defer cancel()
 	if _, err := c.Exec(ctx, "UNLISTEN *"); err != nil {
 		discard(c)
