@@ -1,6 +1,7 @@
 package etcd
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -130,5 +131,33 @@ func TestReleaseDuringCloseIsSafe(t *testing.T) {
 		for range leases {
 			<-done
 		}
+	}
+}
+
+// A release whose server stops answering right after the delete must not
+// hold Close (a run's exit) past the release's own deadline: the
+// background revoke keeps it.
+func TestCloseWaitsNoLongerThanTheRelease(t *testing.T) {
+	srv := etcdtest.Start(t)
+	b, err := backendtest.TryOpenURL(srv.URL(), OpenURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := backendtest.Key(t)
+	l := backendtest.MustAcquire(t, b, key, opts("a", false))
+	w := openTest(t, srv.URL())
+	go func() { _, _ = w.Acquire(t.Context(), key, opts("w", true)) }() // so the revoke waits revokeDelay
+	waitQueued(t, srv.Client(t), key, 2)
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srv.Freeze()
+	defer srv.Thaw()
+	begin := time.Now()
+	_ = b.Close()
+	if took := time.Since(begin); took > time.Second {
+		t.Errorf("Close took %v with the server frozen; want at most the release's 300ms deadline", took)
 	}
 }

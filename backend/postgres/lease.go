@@ -90,7 +90,7 @@ func (l *lease) release(ctx context.Context, hold time.Duration) error {
 		return err
 	})
 	if queued {
-		l.b.lingers.Store(true)
+		l.b.handedOn.Store(true)
 	}
 	if err == nil && revoked {
 		return fmt.Errorf("%w: lock %q: run %s (token %s) was revoked (lockrun release); its hold is now freed",

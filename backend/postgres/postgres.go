@@ -39,8 +39,8 @@ type Backend struct {
 	sql    statements
 	conns  *conns
 
-	lingers atomic.Bool // a release left someone waiting: see Close
-	pending leftovers   // granted waits not tidied up yet (see leftover)
+	handedOn atomic.Bool // a release left someone waiting: see Close
+	pending  leftovers   // granted waits not tidied up yet (see leftover)
 }
 
 // OpenURL returns a backend for a postgres:// or postgresql:// URL: any
@@ -71,7 +71,7 @@ func (b *Backend) Table() string { return b.table.Sanitize() }
 // the server and the machine that would otherwise come just as the next
 // in line takes the lock and starts its command.
 func (b *Backend) Close() error {
-	if b.lingers.Load() {
+	if b.handedOn.Load() {
 		time.Sleep(closeDelay)
 	}
 	b.pending.close()

@@ -63,7 +63,7 @@ func stuckFront(t *testing.T, b *Backend, key string) pgx.Tx {
 }
 
 // A release tells whether someone waits in the key's line, so that Close
-// lingers (see closeDelay) only then: a run that hands the lock on keeps
+// waits (see closeDelay) only then: a run that hands the lock on keeps
 // its sessions' ends out of the next holder's start, and one that does
 // not exits at once.
 func TestReleaseTellsWhetherSomeoneWaits(t *testing.T) {
@@ -82,7 +82,7 @@ func TestReleaseTellsWhetherSomeoneWaits(t *testing.T) {
 		if err := l.Release(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if got := b.lingers.Load(); got != waiter {
+		if got := b.handedOn.Load(); got != waiter {
 			t.Errorf("someone waiting: %v; the release says %v", waiter, got)
 		}
 		if waiter {
