@@ -21,6 +21,9 @@ type request struct {
 	o     backend.AcquireOptions
 	ttlMS int64
 	info  string // o.Info as stored in the holder's record
+	// restartMS is how long after the server's start a free lock stays
+	// closed, in ms (see restart_left in lua/lib.lua).
+	restartMS int64
 }
 
 // attempt is the outcome of one run of acquire.lua: a lease, or the holder
@@ -40,7 +43,13 @@ func (b *Backend) Acquire(ctx context.Context, key string, o backend.AcquireOpti
 	if err := backend.ValidateRequest(key, o); err != nil {
 		return nil, err
 	}
-	r := request{key: key, names: b.names(key), o: o, ttlMS: millis(o.TTL), info: encodeInfo(o.Info)}
+	r := request{key: key, names: b.names(key), o: o, ttlMS: millis(o.TTL), info: encodeInfo(o.Info), restartMS: millis(o.TTL)}
+	switch {
+	case b.restartWait == 0:
+		r.restartMS = 0
+	case b.restartWait > 0:
+		r.restartMS = millis(b.restartWait)
+	}
 	if o.EffectiveLimit() > 1 {
 		return b.acquireSem(ctx, r)
 	}
@@ -93,7 +102,7 @@ func (b *Backend) wait(ctx context.Context, r request) (backend.Lease, error) {
 func (b *Backend) try(ctx context.Context, r request, waiter, place string) (attempt, error) {
 	keys := r.names.with(r.names.lock, r.names.counter, r.names.queue, r.names.meta)
 	start := time.Now() // before the request: the server's TTL starts later
-	res, err := b.scripts.acquire.Run(ctx, b.client, keys, r.ttlMS, r.o.RunID, r.o.Holder, waiter, place, r.info, r.names.wake).Slice()
+	res, err := b.scripts.acquire.Run(ctx, b.client, keys, r.ttlMS, r.o.RunID, r.o.Holder, waiter, place, r.info, r.names.wake, r.restartMS).Slice()
 	if err != nil {
 		return attempt{}, b.acquireFailed(r.key, err)
 	}
@@ -113,6 +122,9 @@ func (b *Backend) try(ctx context.Context, r request, waiter, place string) (att
 func (b *Backend) parseAttempt(r request, res []any, start, end time.Time) (attempt, error) {
 	if len(res) == 2 && res[0] == int64(grantMismatch) {
 		return attempt{}, b.mismatch(r, res[1])
+	}
+	if len(res) == 3 && res[0] == int64(grantRestarted) {
+		return restarted(r, res), nil
 	}
 	if len(res) < 3 {
 		return attempt{}, fmt.Errorf("%w: acquire reply %v", errMalformed, res)

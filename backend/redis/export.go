@@ -12,4 +12,7 @@ import (
 // servers (redlock), so that every server is reached exactly as this
 // backend reaches one. Errors describe the URL's mistake; they do not wrap
 // backend.ErrInvalidURL.
-func ClientOptions(u *url.URL) (*goredis.Options, string, error) { return parseURL(u) }
+func ClientOptions(u *url.URL) (*goredis.Options, string, error) {
+	c, err := parseURL(u)
+	return c.opt, c.prefix, err
+}

@@ -22,11 +22,11 @@ func TestPasswordFromEnvironmentOrFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv(EnvAuth, "s3cret pw")
-	b := open(t, "redis://"+srv.Addr()+"/0")
+	b := open(t, "redis://"+srv.Addr()+"/0?"+redistest.NoRestartWait)
 	backendtest.MustAcquire(t, b, "env", opts("h", time.Minute)).Release(t.Context())
 
 	t.Setenv(EnvAuth, "wrong")
-	b = open(t, "redis://"+srv.Addr()+"/0?password_file="+pwFile)
+	b = open(t, "redis://"+srv.Addr()+"/0?"+redistest.NoRestartWait+"&password_file="+pwFile)
 	backendtest.MustAcquire(t, b, "file", opts("h", time.Minute)).Release(t.Context())
 
 	if _, err := tryOpen("redis://:x@" + srv.Addr() + "/0?password_file=" + pwFile); !errors.Is(err, backend.ErrInvalidURL) {

@@ -19,6 +19,12 @@
 // up to INCR's limit, 2^63-1; past it a grant fails with
 // backend.ErrTokenRange.
 //
+// A restart may lose data (nothing persisted, an old snapshot, the last
+// second of AOF), and with it a lock whose holder still runs until its
+// next renewal fails: so no free lock is granted while the server has been
+// up for less than the restart wait (restart_wait, by default the run's
+// TTL; see restart_left in lua/lib.lua).
+//
 // Semaphores (AcquireOptions.Limit > 1) keep their holders beside the
 // plain lock's key, under the same hash tag: see semaphore.go.
 //
@@ -49,11 +55,14 @@ const DefaultPrefix = "lockrun:"
 // Backend keeps locks in one Redis server (or the primary of a replicated
 // one). It is safe for concurrent use.
 type Backend struct {
-	client  *goredis.Client
-	opt     *goredis.Options
-	url     string // redacted, for messages
-	prefix  string
-	scripts scripts
+	client *goredis.Client
+	opt    *goredis.Options
+	url    string // redacted, for messages
+	prefix string
+	// restartWait is how long after the server's start a free lock stays
+	// closed (negative: the run's TTL); see lua/lib.lua's restart_left.
+	restartWait time.Duration
+	scripts     scripts
 }
 
 // probe makes the first connection (and PING) before any lock is asked
@@ -133,6 +142,10 @@ func class(err error) error {
 			return backend.ErrPermission
 		}
 	}
+	// A command a script calls, refused by an ACL (Redis 7 words it so).
+	if strings.Contains(msg, "can't run this command") {
+		return backend.ErrPermission
+	}
 	if strings.Contains(msg, "DB index is out of range") || strings.Contains(msg, "invalid DB index") {
 		return backend.ErrConfig
 	}
@@ -171,6 +184,9 @@ func (b *Backend) acquireFailed(key string, err error) error {
 	var reply goredis.Error
 	if errors.As(err, &reply) && strings.HasPrefix(reply.Error(), "TOKENRANGE ") {
 		return fmt.Errorf("redis %s: lock %q: %w (counter %s)", b.url, key, backend.ErrTokenRange, strings.TrimPrefix(reply.Error(), "TOKENRANGE "))
+	}
+	if errors.As(err, &reply) && strings.HasPrefix(reply.Error(), "RESTARTWAIT ") {
+		return fmt.Errorf("%w: redis %s: lock %q: %s; or, for a server that loses no write (appendfsync always), set restart_wait=0 in the URL", backend.ErrConfig, b.url, key, strings.TrimPrefix(reply.Error(), "RESTARTWAIT "))
 	}
 	return b.unavailable("acquire", key, err)
 }

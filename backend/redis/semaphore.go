@@ -106,7 +106,7 @@ func (b *Backend) trySem(ctx context.Context, r request, waiter string) (attempt
 	keys := append([]string{r.names.lock, r.names.counter}, r.names.sem...)
 	limit := strconv.Itoa(r.o.EffectiveLimit())
 	start := time.Now() // before the request: the server's TTL starts later
-	res, err := b.scripts.semAcquire.Run(ctx, b.client, keys, r.ttlMS, r.o.RunID, r.o.Holder, limit, waiter, r.info, r.names.wake).Slice()
+	res, err := b.scripts.semAcquire.Run(ctx, b.client, keys, r.ttlMS, r.o.RunID, r.o.Holder, limit, waiter, r.info, r.names.wake, r.restartMS).Slice()
 	if err != nil {
 		return attempt{}, b.acquireFailed(r.key, err)
 	}
@@ -130,6 +130,8 @@ func (b *Backend) parseSemAttempt(r request, res []any, start, end time.Time) (a
 	switch code, _ := res[0].(int64); {
 	case code == grantMismatch:
 		return attempt{}, b.mismatch(r, res[1])
+	case code == grantRestarted && len(res) == 3:
+		return restarted(r, res), nil
 	case code == 1 && len(res) == 4:
 		value, _ := res[1].(string)
 		ms, _ := res[2].(int64)

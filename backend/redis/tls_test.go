@@ -23,7 +23,7 @@ func TestTLS(t *testing.T) {
 	base := "rediss://127.0.0.1:" + port + "/0"
 	client := "cert_file=" + certs.Cert + "&key_file=" + certs.Key
 
-	b := open(t, base+"?ca_file="+certs.CA+"&"+client)
+	b := open(t, base+"?"+redistest.NoRestartWait+"&ca_file="+certs.CA+"&"+client)
 	l := backendtest.MustAcquire(t, b, "k", opts("h", time.Minute))
 	l.Release(t.Context())
 	for name, raw := range map[string]string{

@@ -47,16 +47,17 @@ const EnvAuth = "REDISCLI_AUTH"
 // backend.ErrUnavailable. go-redis logs dial failures to stderr unless the
 // program calls DisableClientLogs first.
 func OpenURL(ctx context.Context, u *url.URL) (*Backend, error) {
-	opt, prefix, err := parseURL(u)
+	c, err := parseURL(u)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", backend.ErrInvalidURL, err)
 	}
 	b := &Backend{
-		client:  goredis.NewClient(opt),
-		opt:     opt,
-		url:     backend.Redact(u.String()),
-		prefix:  prefix,
-		scripts: newScripts(),
+		client:      goredis.NewClient(c.opt),
+		opt:         c.opt,
+		url:         backend.Redact(u.String()),
+		prefix:      c.prefix,
+		restartWait: c.restartWait,
+		scripts:     newScripts(),
 	}
 	if err := b.probe(ctx); err != nil {
 		b.Close()
@@ -65,20 +66,28 @@ func OpenURL(ctx context.Context, u *url.URL) (*Backend, error) {
 	return b, nil
 }
 
-// parseURL turns the URL into client options and the key prefix.
-func parseURL(u *url.URL) (*goredis.Options, string, error) {
+// config is what a URL says: the client's options, the key prefix and
+// the restart wait (restart_wait; negative: the run's TTL).
+type config struct {
+	opt         *goredis.Options
+	prefix      string
+	restartWait time.Duration
+}
+
+// parseURL turns the URL into a config.
+func parseURL(u *url.URL) (config, error) {
 	if u.Scheme != "redis" && u.Scheme != "rediss" {
-		return nil, "", fmt.Errorf("scheme %q is not redis or rediss", u.Scheme)
+		return config{}, fmt.Errorf("scheme %q is not redis or rediss", u.Scheme)
 	}
 	if u.Opaque != "" {
-		return nil, "", fmt.Errorf("use %s://host:port/db, not an opaque %s: URL", u.Scheme, u.Scheme) // the rest may hold a password
+		return config{}, fmt.Errorf("use %s://host:port/db, not an opaque %s: URL", u.Scheme, u.Scheme) // the rest may hold a password
 	}
 	q := u.Query()
-	if err := urlopt.Known(q, "prefix", "dial_timeout", "read_timeout", "password_file", "ca_file", "cert_file", "key_file"); err != nil {
-		return nil, "", err
+	if err := urlopt.Known(q, "prefix", "dial_timeout", "read_timeout", "password_file", "ca_file", "cert_file", "key_file", "restart_wait"); err != nil {
+		return config{}, err
 	}
 	if backend.MisplacedUserinfo(u) { // the path would hold the password
-		return nil, "", fmt.Errorf("'@' after the host: percent-encode '/', '?', '#' and '@' in a password (%%2F, %%3F, %%23, %%40), or use password_file or $%s", EnvAuth)
+		return config{}, fmt.Errorf("'@' after the host: percent-encode '/', '?', '#' and '@' in a password (%%2F, %%3F, %%23, %%40), or use password_file or $%s", EnvAuth)
 	}
 	opt := &goredis.Options{
 		Addr: hostPort(u),
@@ -94,25 +103,45 @@ func parseURL(u *url.URL) (*goredis.Options, string, error) {
 		DisableIdentity:          true,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	}
+	c := config{opt: opt}
 	var err error
 	if opt.Username, opt.Password, err = credentials(u, q); err != nil {
-		return nil, "", err
+		return config{}, err
 	}
 	if opt.DB, err = database(u.Path); err != nil {
-		return nil, "", err
+		return config{}, err
 	}
 	if opt.DialTimeout, err = urlopt.Duration(q, "dial_timeout", DefaultDialTimeout); err != nil {
-		return nil, "", err
+		return config{}, err
 	}
 	if opt.ReadTimeout, err = urlopt.Duration(q, "read_timeout", DefaultReadTimeout); err != nil {
-		return nil, "", err
+		return config{}, err
 	}
 	opt.WriteTimeout = opt.ReadTimeout
 	if opt.TLSConfig, err = tlsConfig(u, q); err != nil {
-		return nil, "", err
+		return config{}, err
 	}
-	prefix, err := keyPrefix(q)
-	return opt, prefix, err
+	if c.restartWait, err = restartWait(q); err != nil {
+		return config{}, err
+	}
+	c.prefix, err = keyPrefix(q)
+	return c, err
+}
+
+// restartWait reads restart_wait: how long after the server's start a free
+// lock stays closed (see lua/lib.lua's restart_left). Absent, it is the
+// run's TTL (negative here); 0 turns the check off, for a server that
+// loses no write (appendfsync always) or for tests of other things.
+func restartWait(q url.Values) (time.Duration, error) {
+	s := q.Get("restart_wait")
+	if s == "" {
+		return -1, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("restart_wait=%q: use a duration such as restart_wait=5m (at least the longest --ttl of a run on this server), or 0 to turn the check off", s)
+	}
+	return d, nil
 }
 
 func hostPort(u *url.URL) string {

@@ -16,32 +16,35 @@ func TestParseURL(t *testing.T) {
 	good := []struct {
 		raw, addr, user, pass, prefix string
 		db                            int
-		dial, read                    time.Duration
+		dial, read, restart           time.Duration
 		tls                           bool
 	}{
-		{"redis://", "localhost:6379", "", "", DefaultPrefix, 0, DefaultDialTimeout, DefaultReadTimeout, false},
-		{"redis://cache:7000/3", "cache:7000", "", "", DefaultPrefix, 3, DefaultDialTimeout, DefaultReadTimeout, false},
-		{"redis://:pw@[::1]/", "[::1]:6379", "", "pw", DefaultPrefix, 0, DefaultDialTimeout, DefaultReadTimeout, false},
-		{"rediss://app:s%40cret@h:6380/1?prefix=jobs:&dial_timeout=250ms&read_timeout=5s", "h:6380", "app", "s@cret", "jobs:", 1, 250 * time.Millisecond, 5 * time.Second, true},
-		{"redis://h?prefix=", "h:6379", "", "", "", 0, DefaultDialTimeout, DefaultReadTimeout, false},
+		{"redis://", "localhost:6379", "", "", DefaultPrefix, 0, DefaultDialTimeout, DefaultReadTimeout, -1, false},
+		{"redis://cache:7000/3?restart_wait=0", "cache:7000", "", "", DefaultPrefix, 3, DefaultDialTimeout, DefaultReadTimeout, 0, false},
+		{"redis://:pw@[::1]/", "[::1]:6379", "", "pw", DefaultPrefix, 0, DefaultDialTimeout, DefaultReadTimeout, -1, false},
+		{"rediss://app:s%40cret@h:6380/1?prefix=jobs:&dial_timeout=250ms&read_timeout=5s&restart_wait=5m", "h:6380", "app", "s@cret", "jobs:", 1, 250 * time.Millisecond, 5 * time.Second, 5 * time.Minute, true},
+		{"redis://h?prefix=", "h:6379", "", "", "", 0, DefaultDialTimeout, DefaultReadTimeout, -1, false},
 	}
 	for _, c := range good {
 		u, _ := url.Parse(c.raw)
-		opt, prefix, err := parseURL(u)
+		got, err := parseURL(u)
 		if err != nil {
 			t.Errorf("parseURL(%q): %v", c.raw, err)
 			continue
 		}
-		if opt.Addr != c.addr || opt.Username != c.user || opt.Password != c.pass || opt.DB != c.db || prefix != c.prefix ||
-			opt.DialTimeout != c.dial || opt.ReadTimeout != c.read || (opt.TLSConfig != nil) != c.tls {
-			t.Errorf("parseURL(%q) = addr %s user %q pass %q db %d prefix %q dial %v read %v tls %v",
-				c.raw, opt.Addr, opt.Username, opt.Password, opt.DB, prefix, opt.DialTimeout, opt.ReadTimeout, opt.TLSConfig != nil)
+		opt := got.opt
+		if opt.Addr != c.addr || opt.Username != c.user || opt.Password != c.pass || opt.DB != c.db || got.prefix != c.prefix ||
+			opt.DialTimeout != c.dial || opt.ReadTimeout != c.read || got.restartWait != c.restart || (opt.TLSConfig != nil) != c.tls {
+			t.Errorf("parseURL(%q) = addr %s user %q pass %q db %d prefix %q dial %v read %v restart_wait %v tls %v",
+				c.raw, opt.Addr, opt.Username, opt.Password, opt.DB, got.prefix, opt.DialTimeout, opt.ReadTimeout, got.restartWait, opt.TLSConfig != nil)
 		}
 	}
 	bad := map[string]string{
 		"redis://h/x":                        "database number",
 		"redis://h/0?db=1":                   "unknown parameter",
 		"redis://h?dial_timeout=5":           "positive duration",
+		"redis://h?restart_wait=-1s":         "restart_wait",
+		"redis://h?restart_wait=ttl":         "restart_wait",
 		"redis://h?prefix=a{b}":              "braces",
 		"redis://h?ca_file=/etc/ssl/ca.pem":  "rediss://",
 		"rediss://h?cert_file=/c.pem":        "together",
@@ -61,7 +64,7 @@ func TestParseURL(t *testing.T) {
 // help), and never printed.
 func TestACLUser(t *testing.T) {
 	srv := redistest.Start(t, "--user", "alice", "on", ">s3cret", "~*", "&*", "+@all", "--user", "default", "off")
-	b := open(t, "redis://alice:s3cret@"+srv.Addr()+"/0")
+	b := open(t, "redis://alice:s3cret@"+srv.Addr()+"/0?"+redistest.NoRestartWait)
 	l := backendtest.MustAcquire(t, b, "k", opts("h", time.Minute))
 	l.Release(t.Context())
 	for _, raw := range []string{"redis://alice:wrong-pw@" + srv.Addr(), "redis://" + srv.Addr(), "redis://bob:s3cret@" + srv.Addr()} {
@@ -72,14 +75,15 @@ func TestACLUser(t *testing.T) {
 }
 
 // An ACL that lets the user in but not at lockrun's keys, or not run
-// scripts, is a permission error on the first lock; a database the server
+// scripts or a command they call, is a permission error on the first lock; a database the server
 // does not have is a configuration error.
 func TestACLRefusalsAreNotOutages(t *testing.T) {
 	srv := redistest.Start(t,
 		"--user", "keys", "on", ">pw", "~other:*", "&*", "+@all",
 		"--user", "noscript", "on", ">pw", "~*", "&*", "+@all", "-@scripting",
+		"--user", "notime", "on", ">pw", "~*", "&*", "+@all", "-time",
 		"--user", "default", "on", "nopass", "~*", "&*", "+@all")
-	for _, user := range []string{"keys", "noscript"} {
+	for _, user := range []string{"keys", "noscript", "notime"} {
 		b := open(t, "redis://"+user+":pw@"+srv.Addr()+"/0")
 		_, err := b.Acquire(t.Context(), "k", opts("h", time.Minute))
 		if !errors.Is(err, backend.ErrPermission) || errors.Is(err, backend.ErrUnavailable) {

@@ -74,6 +74,9 @@ func masterOptions(u *url.URL, host string) (*goredis.Options, string, error) {
 	if host == "" || strings.HasPrefix(host, ":") {
 		return nil, "", fmt.Errorf("empty host in %q: use host:port between the commas", u.Host)
 	}
+	if u.Query().Has("restart_wait") { // redis:// has it; a Redlock set does not wait yet
+		return nil, "", errors.New("restart_wait is for redis://: a Redlock set refuses a lock while any master that answers holds another run's copy; keep a restarted master out of the set for the longest TTL instead")
+	}
 	one := *u
 	one.Scheme, one.Host = "redis", host
 	if u.Scheme == "redlocks" {

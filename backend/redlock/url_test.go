@@ -42,6 +42,7 @@ func TestParseURL(t *testing.T) {
 		"redlock://a,,c":                      "empty host",
 		"redlock://a,b,c/x":                   "redlock://host:port/0",
 		"redlock://a,b,c?db=1":                "unknown parameter",
+		"redlock://a,b,c?restart_wait=1m":     "restart_wait is for redis://",
 		"redlock://a,b,c?ca_file=/etc/ca.pem": "redlocks://",
 		"redlock:opaque":                      "redlock://host1:6379",
 		"redis://a,b,c":                       "not redlock",

@@ -51,8 +51,13 @@ func Start(t testing.TB, extra ...string) *Server {
 // Addr is the server's host:port.
 func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 
-// URL is redis://Addr/0.
-func (s *Server) URL() string { return "redis://" + s.Addr() + "/0" }
+// URL is redis://Addr/0 with the restart wait turned off: a server that
+// has just started would otherwise grant no lock for a TTL (see the
+// backend's restart_wait). Tests of that wait build their own URL.
+func (s *Server) URL() string { return "redis://" + s.Addr() + "/0?" + NoRestartWait }
+
+// NoRestartWait is the query parameter that turns the restart wait off.
+const NoRestartWait = "restart_wait=0"
 
 // Dir is the server's working directory; its log is Dir()/redis.log.
 func (s *Server) Dir() string { return s.dir }

@@ -49,7 +49,7 @@ func TestRedisFaultKillsTheCommandBeforeTheLeaseCanExpire(t *testing.T) {
 		t.Run(f.name, func(t *testing.T) {
 			srv := redistest.Start(t)
 			proxy := netproxy.Start(t, srv.Addr())
-			env := withBackend("redis://" + proxy.Addr() + "/0")
+			env := withBackend("redis://" + proxy.Addr() + "/0?" + redistest.NoRestartWait)
 			out := filepath.Join(t.TempDir(), "child")
 			cmd := lockruntest.Start(t, env, "run", "--ttl", "2s", "k", "--", "sh", "-c", "echo $LOCKRUN_FENCING_TOKEN $$ > "+out+"; exec sleep 60")
 			var token uint64

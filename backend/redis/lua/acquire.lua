@@ -49,6 +49,13 @@ if redis.call('EXISTS', KEYS[5]) == 1 then
   end
 end
 
+local left, up = restart_left(ARGV[8])
+if type(left) == 'table' then
+  return left
+elseif left then
+  return {3, left, up}
+end
+
 -- The token: the last one plus one, and never less than the server's clock
 -- in microseconds, so that it still grows when the counter is lost
 -- (FLUSHALL, a restart without persistence, a failover to a stale replica).

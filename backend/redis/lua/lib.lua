@@ -79,3 +79,33 @@ local function record(meta, value, info, ttl)
   redis.call('HSET', meta, 'value', value, 'since', now, 'renewed', now, 'info', info)
   redis.call('PEXPIRE', meta, ttl)
 end
+
+-- restart_left tells how long a free lock stays closed because the server
+-- started less than wait ms ago. A restarted server's data may be older
+-- than its restart (none kept, a snapshot, a second of AOF): a lock taken
+-- before it then looks free while its holder's command still runs, until
+-- that holder's next renewal fails, within its TTL. Returns the ms left
+-- and the server's uptime in ms, or nil when the wait is over (or 0).
+-- INFO counts uptime in whole seconds of a clock read in whole seconds, so
+-- a second is taken off: the wait is never short. When INFO is refused
+-- (an ACL) or gives no uptime, the reply is an error starting with
+-- RESTARTWAIT, never a grant.
+local function restart_left(wait)
+  wait = tonumber(wait)
+  if wait <= 0 then
+    return nil
+  end
+  local info = redis.pcall('INFO', 'server')
+  if type(info) ~= 'string' then
+    return redis.error_reply('RESTARTWAIT INFO, which tells the server\'s uptime, is refused (' .. tostring(info.err) .. '): allow it to the ACL user (+info)')
+  end
+  local up = string.match(info, 'uptime_in_seconds:(%d+)')
+  if not up then
+    return redis.error_reply('RESTARTWAIT the server\'s INFO gives no uptime_in_seconds')
+  end
+  up = math.max(tonumber(up) - 1, 0) * 1000
+  if up >= wait then
+    return nil
+  end
+  return wait - up, up
+end

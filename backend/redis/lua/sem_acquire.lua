@@ -3,11 +3,13 @@
 -- KEYS: lock (the plain lock, which excludes any semaphore), token
 --       counter, then the semaphore's parts (see sem.lua); one hash tag.
 -- ARGV: ttl in ms, run id, holder, limit, waiter id ('' when not
---       queuing), the holder's info (JSON), waiters' channel prefix.
+--       queuing), the holder's info (JSON), waiters' channel prefix, the
+--       restart wait in ms (see restart_left).
 -- Returns {1, value, ttl, server time in µs} when granted,
 --         {0, ms until a holder's lease can end, {holders}} when full
 --         (see sem_holders), {2, the key's limit} when the key is held
---         or awaited with another limit.
+--         or awaited with another limit, {3, ms left, uptime in ms} when
+--         the server restarted too lately.
 local lock, counter = KEYS[1], KEYS[2]
 local S = sem_keys(3)
 local ttl, run, holder, limit, waiter, info, wake = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
@@ -38,6 +40,12 @@ end
 
 local free = tonumber(limit) - held
 if free > 0 and sem_ahead(S, wake, waiter, free) < free then
+  local left, up = restart_left(ARGV[8])
+  if type(left) == 'table' then
+    return left
+  elseif left then
+    return {3, left, up}
+  end
   local token = next_token(counter, int(now))
   if type(token) == 'table' then
     return token
