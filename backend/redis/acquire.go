@@ -43,13 +43,7 @@ func (b *Backend) Acquire(ctx context.Context, key string, o backend.AcquireOpti
 	if err := backend.ValidateRequest(key, o); err != nil {
 		return nil, err
 	}
-	r := request{key: key, names: b.names(key), o: o, ttlMS: millis(o.TTL), info: encodeInfo(o.Info), restartMS: millis(o.TTL)}
-	switch {
-	case b.restartWait == 0:
-		r.restartMS = 0
-	case b.restartWait > 0:
-		r.restartMS = millis(b.restartWait)
-	}
+	r := request{key: key, names: b.names(key), o: o, ttlMS: millis(o.TTL), info: encodeInfo(o.Info), restartMS: b.restartMS(o)}
 	if o.EffectiveLimit() > 1 {
 		return b.acquireSem(ctx, r)
 	}

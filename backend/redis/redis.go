@@ -186,7 +186,7 @@ func (b *Backend) acquireFailed(key string, err error) error {
 		return fmt.Errorf("redis %s: lock %q: %w (counter %s)", b.url, key, backend.ErrTokenRange, strings.TrimPrefix(reply.Error(), "TOKENRANGE "))
 	}
 	if errors.As(err, &reply) && strings.HasPrefix(reply.Error(), "RESTARTWAIT ") {
-		return fmt.Errorf("%w: redis %s: lock %q: %s; or, for a server that loses no write (appendfsync always), set restart_wait=0 in the URL", backend.ErrConfig, b.url, key, strings.TrimPrefix(reply.Error(), "RESTARTWAIT "))
+		return fmt.Errorf("%w: redis %s: lock %q: %s (see restart_wait)", backend.ErrConfig, b.url, key, strings.TrimPrefix(reply.Error(), "RESTARTWAIT "))
 	}
 	return b.unavailable("acquire", key, err)
 }

@@ -13,8 +13,22 @@ import (
 // its holder still runs (restart_left in lua/lib.lua).
 const grantRestarted = 3
 
-// restarted is the attempt of a grant script's {3, ms left, uptime in ms}:
-// the key counts as held, by an unknown holder, until the wait is over.
+// restartMS is the restart wait of r's runs, in ms: restart_wait when the
+// URL sets it, else the longest a lost holder of the same flags may still
+// run or keep the key: its TTL, or its --min-hold (the fleet's cron runs
+// of one schedule) when that is longer.
+func (b *Backend) restartMS(o backend.AcquireOptions) int64 {
+	switch {
+	case b.restartWait == 0:
+		return 0
+	case b.restartWait > 0:
+		return millis(b.restartWait)
+	}
+	return millis(max(o.TTL, o.MinHold))
+}
+
+// restarted is the attempt of a grant script's {3, ms left, uptime in s}:
+// the key counts as held, by no one known, until the wait is over.
 func restarted(r request, res []any) attempt {
 	left, _ := res[1].(int64)
 	up, _ := res[2].(int64)
@@ -23,8 +37,8 @@ func restarted(r request, res []any) attempt {
 		held: backend.Status{
 			Key:  r.key,
 			Held: true,
-			Holder: fmt.Sprintf("a holder from before the server's restart, maybe (the server is up for less than %v and may have lost its data; free in %v, see restart_wait)",
-				time.Duration(up)*time.Millisecond+time.Second, wait),
+			Holder: fmt.Sprintf("no one known (the server started about %v ago and may have lost its locks: no grant for %v, see restart_wait)",
+				time.Duration(up)*time.Second, wait),
 			TTL: wait,
 		},
 		retry: wait,

@@ -69,14 +69,54 @@ func TestRestartWaitOff(t *testing.T) {
 }
 
 // The wait needs INFO: an ACL user without it (-@dangerous) gets one line
-// that says so and how to fix it (exit 78), never a grant or an outage.
+// that says so and how to fix it (exit 77), never a grant or an outage.
 func TestRestartWaitNeedsInfo(t *testing.T) {
 	srv := redistest.Start(t, "--user", "app", "on", ">pw", "~*", "&*", "+@all", "-@dangerous", "--user", "default", "off")
 	b := open(t, "redis://app:pw@"+srv.Addr()+"/0")
 	_, err := b.Acquire(t.Context(), "k", opts("h", time.Minute))
-	if !errors.Is(err, backend.ErrConfig) || !strings.Contains(err.Error(), "+info") || !strings.Contains(err.Error(), "restart_wait=0") {
-		t.Errorf("Acquire as a user without INFO = %v; want ErrConfig naming +info and restart_wait=0", err)
+	if !errors.Is(err, backend.ErrPermission) || errors.Is(err, backend.ErrUnavailable) || !strings.Contains(err.Error(), "+info") {
+		t.Errorf("Acquire as a user without INFO = %v; want ErrPermission naming +info", err)
 	}
 	b = open(t, "redis://app:pw@"+srv.Addr()+"/0?restart_wait=0")
 	backendtest.MustAcquire(t, b, "k", opts("h", time.Minute)).Release(t.Context())
+}
+
+// The wait is restart_wait when the URL sets it, else the longer of the
+// run's TTL and its min-hold; it is counted from the server's start, never
+// short of it though INFO tells the uptime in whole seconds. Runs that do
+// not wait try every 25ms from before the server starts: the first grant
+// must come no sooner than the wait after that.
+func TestRestartWaitLasts(t *testing.T) {
+	const wait = 3 * time.Second
+	cases := []struct {
+		name, query  string
+		ttl, minHold time.Duration
+	}{
+		{"restart_wait", "?restart_wait=3s", time.Second, 0},
+		{"min-hold", "", time.Second, wait},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			started := time.Now()
+			srv := redistest.Start(t)
+			b := open(t, "redis://"+srv.Addr()+"/0"+c.query)
+			o := opts("h", c.ttl)
+			o.MinHold = c.minHold
+			for {
+				l, err := b.Acquire(t.Context(), "k", o)
+				if err == nil {
+					if up := time.Since(started); up < wait || up > wait+2*time.Second {
+						t.Errorf("granted %v after the server's start; want %v to %v", up, wait, wait+2*time.Second)
+					}
+					l.Release(t.Context())
+					return
+				}
+				if !errors.Is(err, backend.ErrHeld) || time.Since(started) > 2*wait {
+					t.Fatalf("Acquire %v after the server's start = %v", time.Since(started), err)
+				}
+				time.Sleep(25 * time.Millisecond)
+			}
+		})
+	}
 }

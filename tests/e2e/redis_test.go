@@ -33,6 +33,25 @@ func TestRedisDownExits69WithOneLine(t *testing.T) {
 	}
 }
 
+// A server that has just started (or restarted, maybe losing a lock whose
+// holder still runs) grants nothing for the run's TTL, by default: a run
+// that does not wait exits 75 with one line that says why and for how
+// long; a waiter runs its command once the wait is over.
+func TestRedisStartedLatelyExits75ThenGrants(t *testing.T) {
+	lockruntest.Binary(t) // built before the server starts
+	started := time.Now()
+	srv := redistest.Start(t)
+	env := withBackend("redis://" + srv.Addr() + "/0")
+	r := lockruntest.Run(t, env, "run", "--ttl", "2s", "k", "--", "true")
+	if r.Code != 75 || strings.Count(r.Stderr, "\n") != 1 || !strings.Contains(r.Stderr, "the server started about") || !strings.Contains(r.Stderr, "restart_wait") {
+		t.Errorf("a run on a server started %v ago: exit %d, stderr %q; want 75 and one line naming the start and restart_wait", time.Since(started), r.Code, r.Stderr)
+	}
+	r = lockruntest.Run(t, env, "run", "-q", "--ttl", "2s", "--wait", "k", "--", "true")
+	if took := time.Since(started); r.Code != 0 || took < 2*time.Second {
+		t.Errorf("a waiter: exit %d after %v (%s); want 0, after 2s", r.Code, took, r.Stderr)
+	}
+}
+
 // When the server stops answering while the command runs, the command is
 // dead before the server could expire the lease and grant the lock to
 // someone else; lockrun exits 76 and the next holder's token is higher.

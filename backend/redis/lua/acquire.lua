@@ -3,10 +3,12 @@
 --       semaphore's parts (see sem.lua); one hash tag: one slot.
 -- ARGV: ttl in ms, run id, holder, waiter id ('' when not queuing),
 --       the waiter's place in the queue ('' the first time: now), the
---       holder's info (JSON), waiters' channel prefix.
+--       holder's info (JSON), waiters' channel prefix, the restart wait
+--       in ms (see restart_left).
 -- Returns {1, value, ttl, server time in us} when granted,
 --         {0, value, pttl, place} when held by someone else,
---         {2, limit} when the key is a semaphore (held or awaited).
+--         {2, limit} when the key is a semaphore (held or awaited),
+--         {3, ms left, uptime in s} when the server started too lately.
 
 local lock, counter, queue, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local ttl, run, holder, waiter, place = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]

@@ -85,11 +85,12 @@ end
 -- than its restart (none kept, a snapshot, a second of AOF): a lock taken
 -- before it then looks free while its holder's command still runs, until
 -- that holder's next renewal fails, within its TTL. Returns the ms left
--- and the server's uptime in ms, or nil when the wait is over (or 0).
--- INFO counts uptime in whole seconds of a clock read in whole seconds, so
--- a second is taken off: the wait is never short. When INFO is refused
--- (an ACL) or gives no uptime, the reply is an error starting with
--- RESTARTWAIT, never a grant.
+-- and the uptime INFO gives (s), or nil when the wait is over (or 0).
+-- INFO's uptime is the wall clock's whole seconds minus those of the
+-- start, more than the real uptime by up to a second: a second is taken
+-- off, so the wait is never short. A clock stepped back gives a negative
+-- uptime: taken as 0. INFO refused by an ACL is an error reply (NOPERM),
+-- and INFO without an uptime one starting with RESTARTWAIT: never a grant.
 local function restart_left(wait)
   wait = tonumber(wait)
   if wait <= 0 then
@@ -97,15 +98,15 @@ local function restart_left(wait)
   end
   local info = redis.pcall('INFO', 'server')
   if type(info) ~= 'string' then
-    return redis.error_reply('RESTARTWAIT INFO, which tells the server\'s uptime, is refused (' .. tostring(info.err) .. '): allow it to the ACL user (+info)')
+    return redis.error_reply('NOPERM INFO, which tells the server\'s uptime (see restart_wait), is refused: allow it to the ACL user (+info) (' .. tostring(info.err) .. ')')
   end
-  local up = string.match(info, 'uptime_in_seconds:(%d+)')
+  local up = tonumber(string.match(info, 'uptime_in_seconds:(-?%d+)'))
   if not up then
     return redis.error_reply('RESTARTWAIT the server\'s INFO gives no uptime_in_seconds')
   end
-  up = math.max(tonumber(up) - 1, 0) * 1000
-  if up >= wait then
+  local sure = math.max(up - 1, 0) * 1000
+  if sure >= wait then
     return nil
   end
-  return wait - up, up
+  return wait - sure, math.max(up, 0)
 end

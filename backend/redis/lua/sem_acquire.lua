@@ -8,8 +8,8 @@
 -- Returns {1, value, ttl, server time in µs} when granted,
 --         {0, ms until a holder's lease can end, {holders}} when full
 --         (see sem_holders), {2, the key's limit} when the key is held
---         or awaited with another limit, {3, ms left, uptime in ms} when
---         the server restarted too lately.
+--         or awaited with another limit, {3, ms left, uptime in s} when
+--         the server started too lately (the waiter queued all the same).
 local lock, counter = KEYS[1], KEYS[2]
 local S = sem_keys(3)
 local ttl, run, holder, limit, waiter, info, wake = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
@@ -39,26 +39,26 @@ for _, v in ipairs(redis.call('ZRANGEBYSCORE', S.slots, '(' .. int(ms), '+inf'))
 end
 
 local free = tonumber(limit) - held
+local left, up
 if free > 0 and sem_ahead(S, wake, waiter, free) < free then
-  local left, up = restart_left(ARGV[8])
+  left, up = restart_left(ARGV[8])
   if type(left) == 'table' then
     return left
-  elseif left then
-    return {3, left, up}
+  elseif not left then
+    local token = next_token(counter, int(now))
+    if type(token) == 'table' then
+      return token
+    end
+    local value = token .. ' ' .. run .. ' ' .. holder
+    redis.call('ZADD', S.slots, int(ms + ttl + 1), value)
+    redis.call('HSET', S.rec, value, int(now) .. ' ' .. int(now) .. ' 0 ' .. info)
+    redis.call('SET', S.limit, limit, 'NX')
+    if waiter ~= '' then
+      drop_waiter(S, waiter)
+    end
+    sem_keep(S, ttl + 1)
+    return {1, value, ttl, now}
   end
-  local token = next_token(counter, int(now))
-  if type(token) == 'table' then
-    return token
-  end
-  local value = token .. ' ' .. run .. ' ' .. holder
-  redis.call('ZADD', S.slots, int(ms + ttl + 1), value)
-  redis.call('HSET', S.rec, value, int(now) .. ' ' .. int(now) .. ' 0 ' .. info)
-  redis.call('SET', S.limit, limit, 'NX')
-  if waiter ~= '' then
-    drop_waiter(S, waiter)
-  end
-  sem_keep(S, ttl + 1)
-  return {1, value, ttl, now}
 end
 
 local hs = sem_holders(S, ms)
@@ -71,6 +71,9 @@ if waiter ~= '' then
   redis.call('ZADD', S.qexp, int(ms + life), waiter)
   redis.call('SET', S.limit, limit, 'NX')
   sem_keep(S, life)
+end
+if left then
+  return {3, left, up}
 end
 -- Sleep until the soonest end of a lease; a release wakes the waiter
 -- sooner. Blocked by waiters ahead only: they are served first, and one
