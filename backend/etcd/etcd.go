@@ -67,6 +67,11 @@ type Backend struct {
 	mu       sync.Mutex
 	closed   bool           // Close began: no more revokes in the background
 	revoking sync.WaitGroup // revokeLater's requests in flight
+	// shut ends every request made through bounded when Close closes
+	// the client: the client library would retry one on a closed
+	// connection until its deadline.
+	shut       context.Context
+	shutCancel context.CancelFunc
 }
 
 // OpenURL opens the backend that u names (see ParseURL), with TLS files
@@ -88,6 +93,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		scheme = "etcds://"
 	}
 	b := &Backend{cfg: cfg, addr: scheme + strings.Join(cfg.Endpoints, ",")}
+	b.shut, b.shutCancel = context.WithCancel(context.Background())
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   cfg.Endpoints,
 		TLS:         cfg.TLS,
@@ -127,6 +133,7 @@ func (b *Backend) Close() error {
 	b.closed = true
 	b.mu.Unlock()
 	b.revoking.Wait()
+	b.shutCancel()
 	b.ka.close()
 	return b.cli.Close()
 }
@@ -137,14 +144,15 @@ func (b *Backend) Close() error {
 // released lease is clean-up (it holds nothing and would expire within its
 // TTL), and waiting for it, a round trip and a WAL write, would keep the
 // release's caller waiting, a run's exit among them. Close waits for it.
-// A release that races with Close revokes at once, on a client that may
-// be closed already: the lease then expires by itself.
+// A release that races with Close revokes at once, until Close closes the
+// client: the lease then expires by itself.
 func (b *Backend) revokeLater(ctx context.Context, id clientv3.LeaseID, after time.Duration) {
 	deadline := time.Now().Add(after + b.cfg.RequestTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
 	rctx, cancel := context.WithDeadline(context.Background(), deadline)
+	stop := context.AfterFunc(b.shut, cancel) // a revoke that races with Close
 	b.mu.Lock()
 	closed := b.closed
 	if !closed {
@@ -152,12 +160,14 @@ func (b *Backend) revokeLater(ctx context.Context, id clientv3.LeaseID, after ti
 	}
 	b.mu.Unlock()
 	if closed {
+		defer stop()
 		defer cancel()
-		_, _ = b.cli.Revoke(rctx, id) // fails at once on a closed client
+		_, _ = b.cli.Revoke(rctx, id) // ended by Close's closing of the client
 		return
 	}
 	go func() {
 		defer b.revoking.Done()
+		defer stop()
 		defer cancel()
 		time.Sleep(min(after, time.Until(deadline)))
 		_, _ = b.cli.Revoke(rctx, id) // if it fails, the lease expires by itself
@@ -190,9 +200,11 @@ func (b *Backend) probe(ctx context.Context) error {
 }
 
 // bounded limits one request to the request timeout, or ctx's earlier
-// deadline.
+// deadline, and ends it when the backend closes.
 func (b *Backend) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, b.cfg.RequestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.RequestTimeout)
+	stop := context.AfterFunc(b.shut, cancel)
+	return ctx, func() { stop(); cancel() }
 }
 
 // errLeaseGone means the server no longer knows a lease: it expired or
