@@ -114,12 +114,14 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		Logger: zap.NewNop(), // errors reach the caller; nothing is printed
 	})
 	if err != nil {
+		b.shutCancel()
 		return nil, b.unavailable("connecting", "", err)
 	}
 	b.cli = cli
 	b.leases = pb.NewLeaseClient(cli.ActiveConnection())
 	b.kv = pb.NewKVClient(cli.ActiveConnection())
 	if err := b.probe(ctx); err != nil {
+		b.shutCancel()
 		cli.Close()
 		return nil, err
 	}

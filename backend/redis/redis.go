@@ -23,7 +23,7 @@
 // second of AOF), and with it a lock whose holder still runs until its
 // next renewal fails: so no free lock is granted while the server has been
 // up for less than the restart wait (restart_wait, by default the run's
-// TTL; see restart_left in lua/lib.lua).
+// TTL or its min-hold if longer; see restart_left in lua/lib.lua).
 //
 // Semaphores (AcquireOptions.Limit > 1) keep their holders beside the
 // plain lock's key, under the same hash tag: see semaphore.go.
@@ -142,8 +142,9 @@ func class(err error) error {
 			return backend.ErrPermission
 		}
 	}
-	// A command a script calls, refused by an ACL (Redis 7 words it so).
-	if strings.Contains(msg, "can't run this command") {
+	// A command a script calls, refused by an ACL: Redis 7.0 words it
+	// the first way, 7.2 and Valkey the second.
+	if strings.Contains(msg, "can't run this command") || strings.Contains(msg, "ACL failure in script") {
 		return backend.ErrPermission
 	}
 	if strings.Contains(msg, "DB index is out of range") || strings.Contains(msg, "invalid DB index") {

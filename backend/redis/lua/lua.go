@@ -6,7 +6,8 @@ package lua
 
 import _ "embed"
 
-// Lib defines now_us, int, next_token, wake_next and record (see lib.lua).
+// Lib defines now_us, int, next_token, wake_next, record and restart_left
+// (see lib.lua).
 //
 //go:embed lib.lua
 var Lib string
