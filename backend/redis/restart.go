@@ -13,10 +13,10 @@ import (
 // its holder still runs (restart_left in lua/lib.lua).
 const grantRestarted = 3
 
-// restartMS is the restart wait of r's runs, in ms: restart_wait when the
-// URL sets it, else the longest a lost holder of the same flags may still
-// run or keep the key: its TTL, or its --min-hold (the fleet's cron runs
-// of one schedule) when that is longer.
+// restartMS is the restart wait of a run with options o, in ms:
+// restart_wait when the URL sets it, else the longest a lost holder with
+// the same options may still run or keep the key: its TTL, or its
+// min-hold (the fleet's cron runs of one schedule) when that is longer.
 func (b *Backend) restartMS(o backend.AcquireOptions) int64 {
 	switch {
 	case b.restartWait == 0:
