@@ -17,10 +17,7 @@ import (
 // background: by Close no released lease is left behind to expire.
 func TestReleaseRevokesTheLease(t *testing.T) {
 	srv := etcdtest.Start(t)
-	b, err := backendtest.TryOpenURL(srv.URL(), OpenURL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := openClosable(t, srv.URL())
 	key := backendtest.Key(t)
 	l := backendtest.MustAcquire(t, b, key, opts("a", false))
 	if err := l.Release(t.Context()); err != nil {
@@ -47,10 +44,7 @@ func TestReleaseHoldsTheRevokeBackForAWaiter(t *testing.T) {
 	revokeDelay = 2 * time.Second
 	t.Cleanup(func() { revokeDelay = old })
 	for _, waiter := range []bool{false, true} {
-		b, err := backendtest.TryOpenURL(srv.URL(), OpenURL)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := openClosable(t, srv.URL())
 		key := backendtest.Key(t) + map[bool]string{false: "-alone", true: "-waited"}[waiter]
 		l := backendtest.MustAcquire(t, b, key, opts("a", false))
 		got := make(chan backend.Lease, 1)
@@ -109,10 +103,7 @@ func TestReleaseHoldsTheRevokeBackForAWaiter(t *testing.T) {
 func TestReleaseDuringCloseIsSafe(t *testing.T) {
 	srv := etcdtest.Start(t)
 	for i := range 6 {
-		b, err := backendtest.TryOpenURL(srv.URL(), OpenURL)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := openClosable(t, srv.URL())
 		key := backendtest.Key(t)
 		var leases []backend.Lease
 		for i := range 3 {
@@ -144,10 +135,7 @@ func TestReleaseDuringCloseIsSafe(t *testing.T) {
 // background revoke keeps it.
 func TestCloseWaitsNoLongerThanTheRelease(t *testing.T) {
 	srv := etcdtest.Start(t)
-	b, err := backendtest.TryOpenURL(srv.URL(), OpenURL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := openClosable(t, srv.URL())
 	key := backendtest.Key(t)
 	l := backendtest.MustAcquire(t, b, key, opts("a", false))
 	w := openTest(t, srv.URL())
@@ -165,4 +153,15 @@ func TestCloseWaitsNoLongerThanTheRelease(t *testing.T) {
 	if took := time.Since(begin); took > time.Second {
 		t.Errorf("Close took %v with the server frozen; want at most the release's 300ms deadline", took)
 	}
+}
+
+// openClosable opens a backend that the test closes itself (openTest's
+// closes at the test's end).
+func openClosable(t *testing.T, rawURL string) *Backend {
+	t.Helper()
+	b, err := backendtest.TryOpenURL(rawURL, OpenURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
