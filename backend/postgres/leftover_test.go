@@ -21,13 +21,13 @@ func TestWaiterLeavesTheLineOnceItsCommandRuns(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			raw := pgtest.Isolated(t, pgtest.Shared())
 			b := open(t, raw)
-			holder, err := b.Acquire(t.Context(), "k", opts("holder"))
+			holder, err := b.Acquire(t.Context(), "k", lineOpts("holder"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			first := waitFor(t, open(t, raw), "k", "first")
+			first := waitFor(t, open(t, raw), "k", lineOpts("first"))
 			until(t, "the first waiter at the front", func() bool { g, _ := queueOf(t, b, "k"); return g == 1 })
-			second := waitFor(t, open(t, raw), "k", "second")
+			second := waitFor(t, open(t, raw), "k", lineOpts("second"))
 			until(t, "the second waiter in line", func() bool { _, w := queueOf(t, b, "k"); return w == 1 })
 			if err := holder.Release(t.Context()); err != nil {
 				t.Fatal(err)
@@ -49,11 +49,21 @@ func TestWaiterLeavesTheLineOnceItsCommandRuns(t *testing.T) {
 	}
 }
 
-// waitFor acquires key on b for holder in the background, waiting; the
-// channel gets the lease, or nil if the wait failed (reported when read).
-func waitFor(t *testing.T, b *Backend, key, holder string) <-chan backend.Lease {
-	got := make(chan backend.Lease, 1)
+// lineOpts are opts with a TTL longer than the test: a waiter tries
+// again when the holder's lease can have expired, and leaves the line
+// for that moment, which a loaded host can put in the test's window
+// (seen in CI: the second waiter, its 2 s place in line over, missing
+// from the line as it tried again; see acquireWaiting).
+func lineOpts(holder string) backend.AcquireOptions {
 	o := opts(holder)
+	o.TTL = 30 * time.Second
+	return o
+}
+
+// waitFor acquires key on b with o in the background, waiting; the
+// channel gets the lease, or nil if the wait failed (reported when read).
+func waitFor(t *testing.T, b *Backend, key string, o backend.AcquireOptions) <-chan backend.Lease {
+	got := make(chan backend.Lease, 1)
 	o.Wait = true
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -113,7 +123,7 @@ func TestCloseEndsTheWaitsLeftover(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := open(t, raw)
-	got := waitFor(t, w, "k", "waiter")
+	got := waitFor(t, w, "k", opts("waiter"))
 	until(t, "the waiter at the front", func() bool { g, _ := queueOf(t, b, "k"); return g == 1 })
 	if err := holder.Release(t.Context()); err != nil {
 		t.Fatal(err)

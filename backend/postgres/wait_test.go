@@ -76,7 +76,7 @@ func TestReleaseTellsWhetherSomeoneWaits(t *testing.T) {
 		}
 		var next <-chan backend.Lease
 		if waiter {
-			next = waitFor(t, open(t, raw), "k", "waiter")
+			next = waitFor(t, open(t, raw), "k", opts("waiter"))
 			until(t, "the waiter at the front", func() bool { g, _ := queueOf(t, b, "k"); return g == 1 })
 		}
 		if err := l.Release(t.Context()); err != nil {
