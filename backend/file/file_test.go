@@ -255,3 +255,55 @@ func TestSemaphores(t *testing.T) {
 		RenewedResolution: 10 * time.Millisecond,
 	})
 }
+
+// TestGrantSyncsOnlyWhatTheClockCannotGiveBack: a grant whose token is
+// the clock's reading is not synced (a crash that loses it loses nothing
+// the next grant's clock does not restore); a token ahead of the clock,
+// and a min-hold, are.
+func TestGrantSyncsOnlyWhatTheClockCannotGiveBack(t *testing.T) {
+	var syncs int
+	real := syncData
+	syncData = func(f *os.File) error { syncs++; return real(f) }
+	t.Cleanup(func() { syncData = real })
+	dir := t.TempDir()
+	b, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grant := func(o backend.AcquireOptions) int {
+		t.Helper()
+		before := syncs
+		l, err := b.Acquire(t.Context(), "k", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := syncs - before
+		if err := l.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := grant(opts("clock")); n != 0 {
+		t.Errorf("a grant at the clock synced %d times, want 0", n)
+	}
+	// The last token an hour ahead of the clock: the counter alone keeps
+	// the next one above it.
+	f, err := os.OpenFile(filepath.Join(dir, "k.lock"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, slot, _ := readState(f)
+	ahead := backend.ClockToken(time.Now().Add(time.Hour))
+	if err := writeRecord(f, record{Token: ahead, RunID: "x"}, slot, false); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if n := grant(opts("counter")); n != 1 {
+		t.Errorf("a grant ahead of the clock synced %d times, want 1", n)
+	}
+	o := opts("hold")
+	o.MinHold = time.Millisecond
+	if n := grant(o); n != 1 {
+		t.Errorf("a grant with a min-hold synced %d times, want 1", n)
+	}
+}
