@@ -30,16 +30,31 @@ type lease struct {
 	// since is when a waiter's turn came, to be marked in its entry (see
 	// markPending); 0 once marked, or when there is nothing to mark.
 	since int64
+
+	watch *entryWatch // started by the first renewal, stopped by the release
 }
 
-func (b *Backend) newLease(e entry) *lease { return &lease{b: b, e: e, start: e.start} }
+func (b *Backend) newLease(e entry) *lease {
+	return &lease{b: b, e: e, start: e.start, watch: newEntryWatch()}
+}
 
-// Started marks, if the lease came after a wait, when its turn came,
-// markDelay after the command's exec: the mark's read and write would
-// otherwise share the machine with the command's start, the end of a
-// hand-off. Without Started (a caller that does not run a command), the
-// first renewal marks.
-func (l *lease) Started() { time.AfterFunc(markDelay, l.markPending) }
+// Done is closed when the entry is seen deleted or replaced, or revoked,
+// between renewals (see entryWatch): the heartbeat then renews at once,
+// and the renewal says why the lock is lost.
+func (l *lease) Done() <-chan struct{} { return l.watch.alarm }
+
+// Started marks, if the lease came after a wait, when its turn came, and
+// starts watching the entry from its creation on, markDelay after the
+// command's exec: the mark's read and write, and the watch's requests,
+// would otherwise share the machine with the command's start, the end of
+// a hand-off. Without Started (a caller that does not run a command), the
+// first renewal marks and watches.
+func (l *lease) Started() {
+	time.AfterFunc(markDelay, func() {
+		l.markPending()
+		l.watch.start(l.b, l.e, l.e.rev)
+	})
+}
 
 // markDelay is how long after the command's exec Started waits to mark:
 // the exec is not the end of a start (a dynamic loader, a runtime's own
@@ -75,9 +90,11 @@ func (l *lease) Start() time.Time {
 	return l.start
 }
 
-// Renew sends one keep-alive, then checks that the entry is still ours and
-// not revoked, in one read of the entry and its revocation marker: a lease
-// that is gone, an entry deleted or replaced, or a marker, is ErrLost.
+// Renew sends one keep-alive. Unless the entry's watch runs and has seen
+// no change since the last check, it then checks that the entry is still
+// ours and not revoked, in one read of the entry and its revocation
+// marker, and watches them from there on (see entryWatch). A lease that is
+// gone, an entry deleted or replaced, or a marker, is ErrLost.
 func (l *lease) Renew(ctx context.Context) error {
 	sent := time.Now()
 	if _, err := l.b.keepAlive(ctx, l.e.id); err != nil {
@@ -86,6 +103,24 @@ func (l *lease) Renew(ctx context.Context) error {
 		}
 		return l.b.unavailable("renewing the lease", l.e.key, err)
 	}
+	if !l.watch.quiet() {
+		if err := l.check(ctx); err != nil {
+			return err
+		}
+	}
+	l.mu.Lock()
+	l.start = sent
+	pending := l.since != 0
+	l.mu.Unlock()
+	if pending {
+		go l.markPending()
+	}
+	return nil
+}
+
+// check reads the entry and its revocation marker, and watches both from
+// the revision read on.
+func (l *lease) check(ctx context.Context) error {
 	rctx, cancel := l.b.bounded(ctx)
 	defer cancel()
 	resp, err := l.b.cli.Txn(rctx).Then(
@@ -102,19 +137,14 @@ func (l *lease) Renew(ctx context.Context) error {
 		l.setRevoked()
 		return l.b.lost(l.e.key, "the holder was revoked")
 	}
-	l.mu.Lock()
-	l.start = sent
-	pending := l.since != 0
-	l.mu.Unlock()
-	if pending {
-		go l.markPending()
-	}
+	l.watch.start(l.b, l.e, resp.Header.Revision+1)
 	return nil
 }
 
 // Release frees the lock: see GiveBack. Within a minimum hold, the entry
 // stays the holder's until the hold ends instead (see holdOn).
 func (l *lease) Release(ctx context.Context) error {
+	l.watch.stop()
 	if left := time.Until(l.e.start.Add(l.minHold)); left > 0 && !l.isRevoked() {
 		l.markPending() // status shows the holder for the whole hold
 		return l.holdOn(ctx, left)
@@ -142,6 +172,7 @@ func (l *lease) dropMark() {
 // else revokeDelay later. Close the backend before exiting, or the revoke
 // may not be sent (the lease then expires within its TTL).
 func (l *lease) GiveBack(ctx context.Context) error {
+	l.watch.stop()
 	l.dropMark()
 	rctx, cancel := l.b.bounded(ctx)
 	defer cancel()

@@ -36,8 +36,9 @@ func markers(t *testing.T, srv *etcdtest.Server, key string) int64 {
 }
 
 // TestRevokeRacesRenew: whichever of a renewal and a revoke lands first,
-// the holder's next renewal is lost and the lock stays taken until the
-// holder releases.
+// the holder learns of it (that renewal is lost, or the watch it started
+// sees the marker), its next renewal is lost, and the lock stays taken
+// until the holder releases.
 func TestRevokeRacesRenew(t *testing.T) {
 	srv := etcdtest.Start(t)
 	b, key := openTest(t, srv.URL()), backendtest.Key(t)
@@ -53,6 +54,13 @@ func TestRevokeRacesRenew(t *testing.T) {
 		}
 		if renewErr != nil && !errors.Is(renewErr, backend.ErrLost) {
 			t.Fatalf("round %d: Renew beside a Revoke = %v", i, renewErr)
+		}
+		if renewErr == nil {
+			select {
+			case <-l.(*lease).Done():
+			case <-time.After(2 * time.Second):
+				t.Fatalf("round %d: the holder's watch did not see the revoke in 2 s", i)
+			}
 		}
 		if err := l.Renew(t.Context()); !errors.Is(err, backend.ErrLost) {
 			t.Fatalf("round %d: Renew after a Revoke = %v, want ErrLost", i, err)

@@ -11,8 +11,10 @@
 package etcdtest
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -177,6 +179,28 @@ func (s *Server) Wipe() {
 		s.t.Fatal(err)
 	}
 	s.launch()
+}
+
+// Received is how many messages the server received from clients, unary
+// calls and stream messages (keep-alives, watch requests) alike, from its
+// metrics.
+func (s *Server) Received(t testing.TB) int64 {
+	t.Helper()
+	resp, err := http.Get("http://" + s.Addr() + "/metrics")
+	if err != nil {
+		t.Fatalf("reading etcd metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	var n float64
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "grpc_server_msg_received_total{") {
+			v, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			n += v
+		}
+	}
+	return int64(n)
 }
 
 // Client returns a client of the server, closed when the test ends.

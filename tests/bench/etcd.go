@@ -1,13 +1,9 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"math"
-	"net/http"
 	"strconv"
-	"strings"
-	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -40,31 +36,10 @@ func (e *env) etcdTarget() target {
 			}}
 		return e.lockrunTool("etcd://"+addr, queued), peer
 	}}
-	tg.served = func() int64 { return grpcRequests(e.tb, srv.Addr()) }
+	tg.served = func() int64 { return srv.Received(e.tb) }
 	tg.rtt = func() time.Duration {
 		return roundTrip(func() error { _, err := c.Get(ctx, "rtt"); return err })
 	}
 	tg.lockrun, tg.peer = tg.tools(srv.Addr())
 	return tg
-}
-
-// grpcRequests sums the messages etcd received from clients, unary calls
-// and stream messages (keep-alives, watch requests) alike, from its
-// metrics.
-func grpcRequests(tb testing.TB, addr string) int64 {
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		tb.Fatalf("reading etcd metrics: %v", err)
-	}
-	defer resp.Body.Close()
-	var n float64
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "grpc_server_msg_received_total{") {
-			v, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-			n += v
-		}
-	}
-	return int64(n)
 }

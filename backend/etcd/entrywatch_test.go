@@ -1,0 +1,171 @@
+package etcd
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/internal/backendtest"
+	"github.com/lockrun/lockrun/internal/etcdtest"
+)
+
+// TestRenewalIsOneRequest: after the first renewal, which reads the entry
+// and starts its watch, each renewal is its keep-alive alone.
+func TestRenewalIsOneRequest(t *testing.T) {
+	srv := etcdtest.Start(t)
+	b, key := openTest(t, srv.URL()), backendtest.Key(t)
+	l := backendtest.MustAcquire(t, b, key, opts("a", false))
+	if err := l.Renew(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the watches' create requests arrive
+	before := srv.Received(t)
+	const renewals = 10
+	for range renewals {
+		if err := l.Renew(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := srv.Received(t) - before; got != renewals {
+		t.Errorf("%d renewals sent %d requests, want one each", renewals, got)
+	}
+	if err := l.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEntryChangesWakeTheHolder: between renewals, a holder's entry
+// deleted by hand, or a revoke, closes Done at once, and the next renewal
+// says the lock is lost.
+func TestEntryChangesWakeTheHolder(t *testing.T) {
+	srv := etcdtest.Start(t)
+	b, c := openTest(t, srv.URL()), srv.Client(t)
+	for _, tc := range []struct {
+		name   string
+		change func(key, entry string) error
+	}{
+		{"entry deleted", func(_, entry string) error { _, err := c.Delete(t.Context(), entry); return err }},
+		{"entry replaced", func(_, entry string) error {
+			if _, err := c.Delete(t.Context(), entry); err != nil {
+				return err
+			}
+			_, err := c.Put(t.Context(), entry, "")
+			return err
+		}},
+		{"revoked", func(key, _ string) error { return b.Revoke(t.Context(), key, 0) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := backendtest.Key(t)
+			l := backendtest.MustAcquire(t, b, key, opts("a", false)).(*lease)
+			defer l.GiveBack(t.Context())
+			if err := l.Renew(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-l.Done():
+				t.Fatal("Done closed before any change")
+			case <-time.After(50 * time.Millisecond):
+			}
+			if err := tc.change(key, l.e.name); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-l.Done():
+			case <-time.After(2 * time.Second):
+				t.Fatal("Done not closed 2 s after the change")
+			}
+			if err := l.Renew(t.Context()); !errors.Is(err, backend.ErrLost) {
+				t.Errorf("Renew after the change = %v, want ErrLost", err)
+			}
+		})
+	}
+}
+
+// TestOwnMarkDoesNotWakeTheHolder: the holder's own writes to its entry
+// (the mark of when its turn came) keep its create revision, and the
+// renewals after them stay one request each.
+func TestOwnMarkDoesNotWakeTheHolder(t *testing.T) {
+	srv := etcdtest.Start(t)
+	b, key := openTest(t, srv.URL()), backendtest.Key(t)
+	l := backendtest.MustAcquire(t, b, key, opts("a", false)).(*lease)
+	defer l.GiveBack(t.Context())
+	if err := l.Renew(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	b.markOnce(l.e, time.Now().UnixMicro())
+	select {
+	case <-l.Done():
+		t.Fatal("the holder's own mark closed Done")
+	case <-time.After(200 * time.Millisecond):
+	}
+	if !l.watch.quiet() {
+		t.Error("the holder's own mark ended the watch")
+	}
+}
+
+// TestWatchOnACompactedRevisionFallsBackToReads: a watch that cannot
+// start (its revision compacted away) leaves the renewals reading, and
+// the next one watches again.
+func TestWatchOnACompactedRevisionFallsBackToReads(t *testing.T) {
+	srv := etcdtest.Start(t)
+	b, c, key := openTest(t, srv.URL()), srv.Client(t), backendtest.Key(t)
+	l := backendtest.MustAcquire(t, b, key, opts("a", false)).(*lease)
+	defer l.GiveBack(t.Context())
+	for range 3 {
+		if _, err := c.Put(t.Context(), "other", "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := c.Get(t.Context(), "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Compact(t.Context(), resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+	l.watch.start(b, l.e, l.e.rev) // as if a read had been at the entry's creation
+	deadline := time.Now().Add(2 * time.Second)
+	for l.watch.quiet() {
+		if time.Now().After(deadline) {
+			t.Fatal("a watch on a compacted revision still counts as quiet after 2 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := l.Renew(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if !l.watch.quiet() {
+		t.Error("the renewal after a failed watch did not watch again")
+	}
+	select {
+	case <-l.Done():
+		t.Error("a failed watch closed Done")
+	default:
+	}
+}
+
+// TestStartedWatchesBeforeAnyRenewal: once the command started, a revoke
+// reaches the holder at once, not at its first renewal (a TTL's third
+// later).
+func TestStartedWatchesBeforeAnyRenewal(t *testing.T) {
+	srv := etcdtest.Start(t)
+	b, key := openTest(t, srv.URL()), backendtest.Key(t)
+	l := backendtest.MustAcquire(t, b, key, opts("a", false)).(*lease)
+	defer l.GiveBack(t.Context())
+	l.Started()
+	time.Sleep(markDelay + 100*time.Millisecond)
+	if err := b.Revoke(t.Context(), key, 0); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("Done not closed 2 s after the revoke")
+	}
+	if err := l.Renew(t.Context()); !errors.Is(err, backend.ErrLost) {
+		t.Errorf("Renew after the revoke = %v, want ErrLost", err)
+	}
+}
