@@ -394,3 +394,36 @@ func quiet(px *netproxy.Proxy) int64 {
 	}
 	return last
 }
+
+// TestRenewalIsOneRequest: a holder renewing every third of its TTL sends
+// its renewals and no pings besides (see sniffConn.Write); an idle
+// session still pings.
+func TestRenewalIsOneRequest(t *testing.T) {
+	srv := zktest.Start(t)
+	px := netproxy.Start(t, srv.Addr())
+	b, key := openTest(t, zktest.URL(px.Addr())), backendtest.Key(t)
+	l := backendtest.MustAcquire(t, b, key, opts("alice", false))
+	every := l.TTL() / 3
+	before := quiet(px)
+	const renewals = 9
+	for range renewals {
+		time.Sleep(every)
+		if err := l.Renew(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sent := px.Traffic(netproxy.Up).Chunks - before; sent > renewals+1 {
+		t.Errorf("%d renewals a third of the TTL apart sent %d packets; want one each", renewals, sent)
+	}
+	before = px.Traffic(netproxy.Up).Chunks
+	time.Sleep(2 * l.TTL())
+	if sent := px.Traffic(netproxy.Up).Chunks - before; sent < 3 {
+		t.Errorf("an idle session sent %d packets in two TTLs; want its pings", sent)
+	}
+	if err := l.Renew(t.Context()); err != nil {
+		t.Errorf("Renew after two idle TTLs = %v", err)
+	}
+	if err := l.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -49,16 +49,46 @@ func (d *dialWatch) dial(network, addr string, timeout time.Duration) (net.Conn,
 		}
 		return nil, err
 	}
-	return &sniffConn{Conn: c, d: d}, nil
+	return &sniffConn{Conn: c, d: d, opened: time.Now()}, nil
 }
 
 // sniffConn reads the negotiated timeout from the first reply on a
-// connection: the ConnectResponse (length, protocol version, timeout).
+// connection: the ConnectResponse (length, protocol version, timeout). It
+// also drops the pings that a request has made needless (see Write).
 type sniffConn struct {
 	net.Conn
 	d   *dialWatch
 	n   int
 	hdr [12]byte
+
+	opened  time.Time
+	request atomic.Int64 // when the last request was written, as time since opened
+}
+
+// Write writes p, unless p is a ping that follows a request by less than
+// 0.9 of the ping interval. go-zookeeper pings every third of the session
+// timeout whatever else it sends, and a holder's renewal is a request
+// every third of its TTL: the ping, which only tells the server that the
+// client lives, would double what a held lock costs the server. Any
+// request tells it as much. The dropped ping's successor goes out at most
+// 1.9 ping intervals after that request, within both the session timeout
+// (3 intervals) and go-zookeeper's read deadline (2 intervals, counted
+// from the request's reply). It relies on go-zookeeper writing each packet
+// in one call, as it does.
+func (c *sniffConn) Write(p []byte) (int, error) {
+	now := int64(time.Since(c.opened))
+	if !isPing(p) {
+		c.request.Store(now)
+	} else if every := c.d.timeout.Load() * int64(time.Millisecond) / 3; every > 0 && now-c.request.Load() < every*9/10 {
+		return len(p), nil
+	}
+	return c.Conn.Write(p)
+}
+
+// isPing says whether p is one whole ping: length 8, xid -2, opcode 11.
+func isPing(p []byte) bool {
+	return len(p) == 12 && binary.BigEndian.Uint32(p) == 8 &&
+		int32(binary.BigEndian.Uint32(p[4:])) == -2 && binary.BigEndian.Uint32(p[8:]) == 11
 }
 
 func (c *sniffConn) Read(p []byte) (int, error) {
