@@ -225,7 +225,7 @@ func (b *Backend) write(key string, f *os.File, o backend.AcquireOptions, start 
 		return nil, 0, fmt.Errorf("%w: %s: the token counter is at its limit (%d): no higher token can be issued", backend.ErrUnavailable, f.Name(), last.Token)
 	}
 	r := newRecord(max(last.Token+1, backend.Token(now.UnixMicro())), o, now)
-	if err := writeState(f, r, slot, now); err != nil {
+	if err := writeState(f, r, slot); err != nil {
 		return nil, 0, fmt.Errorf("%w: writing %s: %w", backend.ErrUnavailable, f.Name(), err)
 	}
 	return &lease{f: f, path: f.Name(), rec: r, ttl: o.TTL, start: start, handedOn: &b.handedOn}, 0, nil

@@ -162,24 +162,10 @@ func ownFile(b []byte) bool {
 	return false
 }
 
-// writeState writes r, a grant at now, over the older slot, and syncs it
-// to disk when a crash could otherwise cost something the clock does not
-// give back (see durable).
-func writeState(f *os.File, r record, newest int, now time.Time) error {
-	return writeRecord(f, r, newest, durable(r, now))
-}
-
-// durable says whether r, a grant at now, must reach the disk before its
-// command starts. A token that is the clock's reading need not: every
-// grant issues at least the clock, so after a crash that loses it (as
-// after a reboot that empties a tmpfs lock directory) the next grant's
-// token is still higher, as long as the clock does not go back. A token
-// ahead of the clock (grants in the same microsecond, or a clock set
-// back) is kept only by the counter, and a min-hold only by its record:
-// those are synced. fdatasync on a disk costs about a millisecond, on
-// the way from the grant to the command.
-func durable(r record, now time.Time) bool {
-	return r.Token > backend.ClockToken(now) || r.HoldUntil > 0
+// writeState writes r over the older slot and syncs it to disk, so that
+// the counter survives crashes and reboots.
+func writeState(f *os.File, r record, newest int) error {
+	return writeRecord(f, r, newest, true)
 }
 
 // writeRecord is writeState, syncing only when sync says so.
@@ -200,8 +186,8 @@ func writeRecord(f *os.File, r record, newest int, sync bool) error {
 // syncData makes what was written to f durable: fdatasync(2), which
 // writes the data and what reading it back needs (the size of a file that
 // grew), and not the mtime as well, whose journal commit fsync(2) would
-// add to every grant on the way to the command. A test counts the calls.
-var syncData = func(f *os.File) error {
+// add to every grant on the way to the command.
+func syncData(f *os.File) error {
 	if err := unix.Fdatasync(int(f.Fd())); err != nil {
 		return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: err}
 	}

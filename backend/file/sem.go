@@ -288,7 +288,7 @@ func (b *Backend) fillSlot(kf, sf *os.File, last record, ks int, o backend.Acqui
 	r := newRecord(max(last.Token+1, backend.ClockToken(now)), o, now)
 	r.Limit = last.Limit
 	counter := record{Token: r.Token, RunID: r.RunID, PID: r.PID, Since: r.Since, Limit: r.Limit}
-	if err := writeState(kf, counter, ks, now); err != nil {
+	if err := writeState(kf, counter, ks); err != nil {
 		return nil, fmt.Errorf("%w: writing %s: %w", backend.ErrUnavailable, kf.Name(), err)
 	}
 	if err := writeRecord(sf, r, ss, r.HoldUntil > 0); err != nil {

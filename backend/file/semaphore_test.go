@@ -388,7 +388,7 @@ func TestSemaphoreTokenNeverWraps(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, slot, _ := readState(f)
-	writeState(f, record{Token: math.MaxUint64 - 1, RunID: "x", Limit: 2}, slot, time.Now())
+	writeState(f, record{Token: math.MaxUint64 - 1, RunID: "x", Limit: 2}, slot)
 	f.Close()
 	l := backendtest.MustAcquire(t, b, "k", semOpts("a", 2))
 	if l.Token() != math.MaxUint64 {
@@ -512,7 +512,7 @@ func TestPlainWaiterAndASemaphoreNeverQueueBehindEachOther(t *testing.T) {
 		defer close(written)
 		time.Sleep(20 * time.Millisecond)
 		last, slot, _ := readState(granting)
-		writeState(granting, record{Token: last.Token + 1, RunID: "sem", Limit: 2}, slot, time.Now())
+		writeState(granting, record{Token: last.Token + 1, RunID: "sem", Limit: 2}, slot)
 	}()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()

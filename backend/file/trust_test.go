@@ -175,7 +175,7 @@ func TestTokenNeverWraps(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, slot, _ := readState(f)
-	writeState(f, record{Token: math.MaxUint64 - 1, RunID: "x"}, slot, time.Now())
+	writeState(f, record{Token: math.MaxUint64 - 1, RunID: "x"}, slot)
 	f.Close()
 	l := backendtest.MustAcquire(t, b, "k", opts("r"))
 	if l.Token() != math.MaxUint64 {
