@@ -58,9 +58,7 @@ type Backend interface {
 	// Inspect reports who holds key, without taking or changing anything.
 	Inspect(ctx context.Context, key string) (Status, error)
 	// ForceRelease breaks the lock on key whoever holds it; the current
-	// holder's next renewal fails with ErrLost. A lease that watches its
-	// record (etcd's) may learn of it a moment after ForceRelease returns
-	// instead, and then closes its Done channel. It never lowers the token.
+	// holder's next renewal fails with ErrLost. It never lowers the token.
 	ForceRelease(ctx context.Context, key string) error
 	// Close releases the backend's connections; leases it handed out must
 	// not be used afterwards.

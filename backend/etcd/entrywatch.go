@@ -18,7 +18,9 @@ import (
 //
 // The watch is a hint, never the proof: a renewal that finds it fired or
 // ended (a compacted revision, a member that lost its leader, the client
-// closing) reads the entry as before, and watches again from that read.
+// closing), or a store whose revision went back (restored from a snapshot
+// without --bump-revision: a watch resumed there would skip what it had
+// not seen), reads the entry as before, and watches again from that read.
 type entryWatch struct {
 	alarm chan struct{} // closed when the watch saw the entry or marker change
 
@@ -28,13 +30,28 @@ type entryWatch struct {
 	cancel context.CancelFunc // ends the watch; nil when none runs
 	gen    int                // counts the watches started: an ended one that was replaced says nothing
 	over   bool               // stopped for good: the lease was released
+	seen   int64              // the highest store revision known since the watch began
 }
 
 func newEntryWatch() *entryWatch { return &entryWatch{alarm: make(chan struct{})} }
 
-// quiet says whether a watch runs and has seen no change: the entry is
-// then the one it was when the watch began, and no marker was written.
-func (w *entryWatch) quiet() bool {
+// quiet says whether a watch runs and has seen no change, rev being the
+// store's revision a keep-alive just came back with: the entry is then
+// the one it was when the watch began, and no marker was written. A
+// revision below one seen before (or none) is not quiet: the store went
+// back, or cannot tell.
+func (w *entryWatch) quiet(rev int64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if rev == 0 || rev < w.seen {
+		return false
+	}
+	w.seen = rev
+	return w.live
+}
+
+// running says whether a watch runs and has seen no change.
+func (w *entryWatch) running() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.live
@@ -55,13 +72,15 @@ func (w *entryWatch) start(b *Backend, e entry, rev int64) {
 	}
 	w.gen++
 	gen := w.gen
-	w.cancel, w.live = cancel, true
+	w.cancel, w.live, w.seen = cancel, true, rev-1
 	w.mu.Unlock()
-	// One context: both watches share one gRPC stream.
-	entries := b.cli.Watch(ctx, e.name, clientv3.WithRev(rev))
-	markers := b.cli.Watch(ctx, b.markerName(e.key, e.name), clientv3.WithRev(rev), clientv3.WithFilterDelete())
 	go func() {
 		defer cancel()
+		// Watch waits for the server to confirm each watch, which the
+		// caller (a renewal) must not: from rev on, nothing is missed
+		// however late they start. One context: one gRPC stream.
+		entries := b.cli.Watch(ctx, e.name, clientv3.WithRev(rev))
+		markers := b.cli.Watch(ctx, b.markerName(e.key, e.name), clientv3.WithRev(rev), clientv3.WithFilterDelete())
 		for {
 			var resp clientv3.WatchResponse
 			var ok bool

@@ -1,6 +1,7 @@
 package etcd
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -101,7 +102,7 @@ func TestOwnMarkDoesNotWakeTheHolder(t *testing.T) {
 		t.Fatal("the holder's own mark closed Done")
 	case <-time.After(200 * time.Millisecond):
 	}
-	if !l.watch.quiet() {
+	if !l.watch.running() {
 		t.Error("the holder's own mark ended the watch")
 	}
 }
@@ -128,7 +129,7 @@ func TestWatchOnACompactedRevisionFallsBackToReads(t *testing.T) {
 	}
 	l.watch.start(b, l.e, l.e.rev) // as if a read had been at the entry's creation
 	deadline := time.Now().Add(2 * time.Second)
-	for l.watch.quiet() {
+	for l.watch.running() {
 		if time.Now().After(deadline) {
 			t.Fatal("a watch on a compacted revision still counts as quiet after 2 s")
 		}
@@ -137,7 +138,7 @@ func TestWatchOnACompactedRevisionFallsBackToReads(t *testing.T) {
 	if err := l.Renew(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if !l.watch.quiet() {
+	if !l.watch.running() {
 		t.Error("the renewal after a failed watch did not watch again")
 	}
 	select {
@@ -167,5 +168,57 @@ func TestStartedWatchesBeforeAnyRenewal(t *testing.T) {
 	}
 	if err := l.Renew(t.Context()); !errors.Is(err, backend.ErrLost) {
 		t.Errorf("Renew after the revoke = %v, want ErrLost", err)
+	}
+}
+
+// slowWatcher is the client's watcher, slow to confirm each watch, as on
+// a member the stream reaches late.
+type slowWatcher struct {
+	clientv3.Watcher
+	delay time.Duration
+}
+
+func (s slowWatcher) Watch(ctx context.Context, key string, o ...clientv3.OpOption) clientv3.WatchChan {
+	select {
+	case <-time.After(s.delay):
+	case <-ctx.Done():
+	}
+	return s.Watcher.Watch(ctx, key, o...)
+}
+
+// TestRenewDoesNotWaitForTheWatch: a renewal that starts the watch
+// returns by its own deadline, however long the watch takes to start.
+func TestRenewDoesNotWaitForTheWatch(t *testing.T) {
+	srv := etcdtest.Start(t)
+	b, key := openTest(t, srv.URL()), backendtest.Key(t)
+	l := backendtest.MustAcquire(t, b, key, opts("a", false))
+	defer l.Release(context.Background())
+	b.cli.Watcher = slowWatcher{Watcher: b.cli.Watcher, delay: 3 * time.Second}
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	err := l.Renew(ctx)
+	if took := time.Since(began); took > time.Second || err != nil {
+		t.Errorf("Renew with a 500 ms deadline = %v after %v; want nil, at once", err, took.Round(time.Millisecond))
+	}
+}
+
+// TestStoreGoneBackIsNotQuiet: a keep-alive that comes back with a
+// revision below one seen before (a store restored from a snapshot) makes
+// the renewal read, however quiet the watch.
+func TestStoreGoneBackIsNotQuiet(t *testing.T) {
+	srv := etcdtest.Start(t)
+	b, key := openTest(t, srv.URL()), backendtest.Key(t)
+	l := backendtest.MustAcquire(t, b, key, opts("a", false)).(*lease)
+	defer l.GiveBack(t.Context())
+	l.watch.start(b, l.e, 100)
+	if !l.watch.quiet(120) {
+		t.Fatal("a running watch is not quiet at a later revision")
+	}
+	if l.watch.quiet(110) {
+		t.Error("a revision below one seen before counts as quiet")
+	}
+	if l.watch.quiet(0) {
+		t.Error("a keep-alive without a revision counts as quiet")
 	}
 }

@@ -91,19 +91,20 @@ func (l *lease) Start() time.Time {
 }
 
 // Renew sends one keep-alive. Unless the entry's watch runs and has seen
-// no change since the last check, it then checks that the entry is still
+// no change since the last check (see entryWatch.quiet), it then checks that the entry is still
 // ours and not revoked, in one read of the entry and its revocation
 // marker, and watches them from there on (see entryWatch). A lease that is
 // gone, an entry deleted or replaced, or a marker, is ErrLost.
 func (l *lease) Renew(ctx context.Context) error {
 	sent := time.Now()
-	if _, err := l.b.keepAlive(ctx, l.e.id); err != nil {
+	_, rev, err := l.b.keepAlive(ctx, l.e.id)
+	if err != nil {
 		if isLeaseGone(err) {
 			return l.b.lost(l.e.key, "the lease expired or was revoked")
 		}
 		return l.b.unavailable("renewing the lease", l.e.key, err)
 	}
-	if !l.watch.quiet() {
+	if !l.watch.quiet(rev) {
 		if err := l.check(ctx); err != nil {
 			return err
 		}

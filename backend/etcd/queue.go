@@ -128,7 +128,7 @@ type renewed struct {
 func (b *Backend) renew(ctx context.Context, e *entry) *renewal {
 	r := &renewal{sent: time.Now(), done: make(chan renewed, 1)}
 	go func() {
-		ttl, err := b.keepAlive(ctx, e.id)
+		ttl, _, err := b.keepAlive(ctx, e.id)
 		r.done <- renewed{ttl, err}
 	}()
 	return r
@@ -146,7 +146,7 @@ func (b *Backend) keepQueued(ctx context.Context, e *entry, evict context.Cancel
 			return
 		case <-t.C:
 		}
-		if _, err := b.keepAlive(ctx, e.id); isLeaseGone(err) {
+		if _, _, err := b.keepAlive(ctx, e.id); isLeaseGone(err) {
 			evict(fmt.Errorf("%s: lock %q: %w", b.addr, e.key, errEvicted))
 			return
 		}

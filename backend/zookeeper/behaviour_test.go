@@ -427,3 +427,39 @@ func TestRenewalIsOneRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPutOffPingKeepsTheReadDeadline: a ping put off after a request goes
+// out a whole ping interval P after it, as go-zookeeper's own would have,
+// so replies slowed by 0.3 P keep within its read deadline (2 P after the
+// last packet received). A ping dropped outright left 0.1 P, and the
+// client reconnected.
+func TestPutOffPingKeepsTheReadDeadline(t *testing.T) {
+	srv := zktest.Start(t)
+	px := netproxy.Start(t, srv.Addr())
+	cfg := Config{Servers: []string{px.Addr()}, DialTimeout: 5 * time.Second, RequestTimeout: 5 * time.Second, TickTime: zktest.TickTime}
+	s, err := connect(t.Context(), cfg, 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	p := s.timeout / 3
+	// Wait for a ping tick: the next chunk up.
+	n := px.Traffic(netproxy.Up).Chunks
+	for px.Traffic(netproxy.Up).Chunks == n {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(p * 15 / 100)
+	if _, _, err := s.conn.Exists("/"); err != nil {
+		t.Fatal(err)
+	}
+	px.SetLatency(netproxy.Down, p*3/10)
+	disconnected := false
+	for end := time.Now().Add(p * 3); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if st := s.conn.State(); st != zk.StateHasSession && st != zk.StateConnected {
+			disconnected = true
+		}
+	}
+	if c := px.Connections(); disconnected || c != 1 {
+		t.Errorf("the client lost its connection (state seen: disconnected=%v; %d connections) after replies slowed by 0.3 of the ping interval", disconnected, c)
+	}
+}

@@ -1,6 +1,7 @@
 package zookeeper
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
@@ -49,47 +50,89 @@ func (d *dialWatch) dial(network, addr string, timeout time.Duration) (net.Conn,
 		}
 		return nil, err
 	}
-	return &sniffConn{Conn: c, d: d, opened: time.Now()}, nil
+	return &sniffConn{Conn: c, d: d, sent: time.Now()}, nil
 }
 
 // sniffConn reads the negotiated timeout from the first reply on a
 // connection: the ConnectResponse (length, protocol version, timeout). It
-// also drops the pings that a request has made needless (see Write).
+// also puts off the pings that requests make needless (see Write).
 type sniffConn struct {
 	net.Conn
 	d   *dialWatch
 	n   int
 	hdr [12]byte
 
-	opened  time.Time
-	request atomic.Int64 // when the last request was written, as time since opened
+	mu   sync.Mutex
+	sent time.Time   // when the last packet went out
+	ping *time.Timer // a ping put off until the connection has been idle for an interval
 }
 
-// Write writes p, unless p is a ping that follows a request by less than
-// 0.9 of the ping interval. go-zookeeper pings every third of the session
-// timeout whatever else it sends, and a holder's renewal is a request
-// every third of its TTL: the ping, which only tells the server that the
-// client lives, would double what a held lock costs the server. Any
-// request tells it as much. The dropped ping's successor goes out at most
-// 1.9 ping intervals after that request, within both the session timeout
-// (3 intervals) and go-zookeeper's read deadline (2 intervals, counted
-// from the request's reply). It relies on go-zookeeper writing each packet
-// in one call, as it does.
+// Write writes p, unless p is a ping and something went out less than a
+// ping interval ago: go-zookeeper pings every third of the session
+// timeout whatever else it sends, and a holder's renewal, a request every
+// third of its TTL, tells the server as much, so the ping would double
+// what a held lock costs the server. The ping is put off until the
+// connection has been idle for a whole interval, and goes out then unless
+// another packet did; the Java client pings so, only an idle connection.
+// Nothing then goes longer without a packet than before, for the server's
+// session timeout and for go-zookeeper's read deadline alike. It relies
+// on go-zookeeper writing each packet in one call, as it does.
 func (c *sniffConn) Write(p []byte) (int, error) {
-	now := int64(time.Since(c.opened))
-	if !isPing(p) {
-		c.request.Store(now)
-	} else if every := c.d.timeout.Load() * int64(time.Millisecond) / 3; every > 0 && now-c.request.Load() < every*9/10 {
+	every := time.Duration(c.d.timeout.Load()) * time.Millisecond / 3
+	c.mu.Lock()
+	idle := time.Since(c.sent)
+	if isPing(p) && every > 0 && idle < every {
+		if c.ping == nil {
+			c.ping = time.AfterFunc(every-idle, c.pingIdle)
+		}
+		c.mu.Unlock()
 		return len(p), nil
 	}
+	c.wrote()
+	c.mu.Unlock()
 	return c.Conn.Write(p)
 }
 
-// isPing says whether p is one whole ping: length 8, xid -2, opcode 11.
-func isPing(p []byte) bool {
-	return len(p) == 12 && binary.BigEndian.Uint32(p) == 8 &&
-		int32(binary.BigEndian.Uint32(p[4:])) == -2 && binary.BigEndian.Uint32(p[8:]) == 11
+// wrote notes a packet going out now, and drops the ping put off, if any.
+// c.mu is held.
+func (c *sniffConn) wrote() {
+	c.sent = time.Now()
+	if c.ping != nil {
+		c.ping.Stop()
+		c.ping = nil
+	}
 }
+
+// pingIdle sends the ping that Write put off, unless a packet went out
+// meanwhile. A failure is go-zookeeper's to see, on its next read or
+// write.
+func (c *sniffConn) pingIdle() {
+	c.mu.Lock()
+	if c.ping == nil {
+		c.mu.Unlock()
+		return
+	}
+	c.wrote()
+	c.mu.Unlock()
+	_, _ = c.Conn.Write(pingPacket)
+}
+
+// Close closes the connection and drops the ping put off, if any.
+func (c *sniffConn) Close() error {
+	c.mu.Lock()
+	if c.ping != nil {
+		c.ping.Stop()
+		c.ping = nil
+	}
+	c.mu.Unlock()
+	return c.Conn.Close()
+}
+
+// pingPacket is a whole ping: length 8, xid -2, opcode 11.
+var pingPacket = []byte{0, 0, 0, 8, 0xff, 0xff, 0xff, 0xfe, 0, 0, 0, 11}
+
+// isPing says whether p is one whole ping.
+func isPing(p []byte) bool { return bytes.Equal(p, pingPacket) }
 
 func (c *sniffConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
