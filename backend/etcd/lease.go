@@ -145,7 +145,6 @@ func (l *lease) check(ctx context.Context) error {
 // Release frees the lock: see GiveBack. Within a minimum hold, the entry
 // stays the holder's until the hold ends instead (see holdOn).
 func (l *lease) Release(ctx context.Context) error {
-	l.watch.stop()
 	if left := time.Until(l.e.start.Add(l.minHold)); left > 0 && !l.isRevoked() {
 		l.markPending() // status shows the holder for the whole hold
 		return l.holdOn(ctx, left)
@@ -173,7 +172,9 @@ func (l *lease) dropMark() {
 // else revokeDelay later. Close the backend before exiting, or the revoke
 // may not be sent (the lease then expires within its TTL).
 func (l *lease) GiveBack(ctx context.Context) error {
-	l.watch.stop()
+	// The watch's cancellation is a request on the connection: after the
+	// release's, which wakes the next in line.
+	defer l.watch.stop()
 	l.dropMark()
 	rctx, cancel := l.b.bounded(ctx)
 	defer cancel()

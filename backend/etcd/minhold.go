@@ -17,6 +17,7 @@ import (
 // ErrLost. A revoked holder has no minimum hold: the move is refused when
 // the entry has a revocation marker, and the lease is given back at once.
 func (l *lease) holdOn(ctx context.Context, left time.Duration) error {
+	defer l.watch.stop() // after the move: the entry's own put changes nothing
 	rctx, cancel := l.b.bounded(ctx)
 	defer cancel()
 	hold, err := l.b.cli.Grant(rctx, max(int64(math.Ceil(left.Seconds())), 1))
