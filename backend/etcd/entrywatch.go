@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -25,28 +26,43 @@ type entryWatch struct {
 	alarm chan struct{} // closed when the watch saw the entry or marker change
 
 	mu     sync.Mutex
-	live   bool               // a watch runs and has seen nothing
+	cancel context.CancelFunc // ends the current watch, being set up or running; nil when none
+	live   bool               // the current watch is set up and has seen nothing
+	gen    int                // counts the watches: an ended one that was replaced says nothing
 	fired  bool               // alarm is closed
-	cancel context.CancelFunc // ends the watch; nil when none runs
-	gen    int                // counts the watches started: an ended one that was replaced says nothing
 	over   bool               // stopped for good: the lease was released
-	seen   int64              // the highest store revision known since the watch began
+	store  storeMark          // the store as last seen
+}
+
+// storeMark is where a store was: its cluster, raft term and revision.
+// Each only grows in a cluster's life; a restore from a snapshot can set
+// the term and the revision back (the revision unless --bump-revision).
+type storeMark struct {
+	cluster, term uint64
+	rev           int64
 }
 
 func newEntryWatch() *entryWatch { return &entryWatch{alarm: make(chan struct{})} }
 
-// quiet says whether a watch runs and has seen no change, rev being the
-// store's revision a keep-alive just came back with: the entry is then
-// the one it was when the watch began, and no marker was written. A
-// revision below one seen before (or none) is not quiet: the store went
-// back, or cannot tell.
-func (w *entryWatch) quiet(rev int64) bool {
+// quiet says whether a watch runs and has seen no change, h being the
+// header a keep-alive just came back with: the entry is then the one it
+// was when the watch began, and no marker was written. A store that went
+// back (another cluster, a lower term or revision) is not quiet, and ends
+// the watch, which may have resumed past events it will never see; nor is
+// a keep-alive without a header.
+func (w *entryWatch) quiet(h *pb.ResponseHeader) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if rev == 0 || rev < w.seen {
+	if h.GetRevision() == 0 {
 		return false
 	}
-	w.seen = rev
+	now := storeMark{h.GetClusterId(), h.GetRaftTerm(), h.GetRevision()}
+	back := w.store.cluster != 0 && now.cluster != w.store.cluster || now.term < w.store.term || now.rev < w.store.rev
+	w.store = now
+	if back {
+		w.drop()
+		return false
+	}
 	return w.live
 }
 
@@ -57,30 +73,29 @@ func (w *entryWatch) running() bool {
 	return w.live
 }
 
-// start watches e's entry and marker in b from revision rev on, replacing
-// the watch that ran before, if any.
+// start watches e's entry and marker in b from revision rev on, unless a
+// watch is being set up or runs already: it began no later than rev's
+// read, and sees what this one would.
 func (w *entryWatch) start(b *Backend, e entry, rev int64) {
-	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(b.shut))
 	w.mu.Lock()
-	if w.over {
-		w.mu.Unlock()
-		cancel()
+	defer w.mu.Unlock()
+	w.store.rev = max(w.store.rev, rev-1)
+	if w.over || w.cancel != nil {
 		return
 	}
-	if w.cancel != nil {
-		w.cancel()
-	}
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(b.shut))
 	w.gen++
 	gen := w.gen
-	w.cancel, w.live, w.seen = cancel, true, rev-1
-	w.mu.Unlock()
+	w.cancel = cancel
 	go func() {
 		defer cancel()
 		// Watch waits for the server to confirm each watch, which the
-		// caller (a renewal) must not: from rev on, nothing is missed
-		// however late they start. One context: one gRPC stream.
+		// caller (a renewal) must not, and until it has, renewals read:
+		// from rev on, nothing is missed however late they start. One
+		// context: one gRPC stream.
 		entries := b.cli.Watch(ctx, e.name, clientv3.WithRev(rev))
 		markers := b.cli.Watch(ctx, b.markerName(e.key, e.name), clientv3.WithRev(rev), clientv3.WithFilterDelete())
+		w.setUp(gen)
 		for {
 			var resp clientv3.WatchResponse
 			var ok bool
@@ -102,6 +117,16 @@ func (w *entryWatch) start(b *Backend, e entry, rev int64) {
 	}()
 }
 
+// setUp records that watch number gen is set up, unless it was replaced
+// or ended meanwhile.
+func (w *entryWatch) setUp(gen int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if gen == w.gen && w.cancel != nil {
+		w.live = true
+	}
+}
+
 // changed says whether ev ends e's hold: the entry deleted or put anew
 // (another create revision), or its marker written. A put that keeps the
 // create revision (the holder's own mark, see markOnce) changes nothing.
@@ -120,10 +145,20 @@ func (w *entryWatch) ended(gen int, saw bool) {
 	if gen != w.gen || w.cancel == nil {
 		return
 	}
-	w.live = false
+	w.cancel, w.live = nil, false
 	if saw && !w.fired {
 		w.fired = true
 		close(w.alarm)
+	}
+}
+
+// drop ends the current watch, if any, whose end then says nothing. w.mu
+// is held.
+func (w *entryWatch) drop() {
+	if w.cancel != nil {
+		w.cancel()
+		w.cancel, w.live = nil, false
+		w.gen++
 	}
 }
 
@@ -132,8 +167,5 @@ func (w *entryWatch) stop() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.over = true
-	if w.cancel != nil {
-		w.cancel()
-		w.cancel, w.live = nil, false
-	}
+	w.drop()
 }

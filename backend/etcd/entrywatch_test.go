@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/lockrun/lockrun/backend"
@@ -138,9 +139,7 @@ func TestWatchOnACompactedRevisionFallsBackToReads(t *testing.T) {
 	if err := l.Renew(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if !l.watch.running() {
-		t.Error("the renewal after a failed watch did not watch again")
-	}
+	waitRunning(t, l.watch) // the renewal after a failed watch watches again
 	select {
 	case <-l.Done():
 		t.Error("a failed watch closed Done")
@@ -203,22 +202,70 @@ func TestRenewDoesNotWaitForTheWatch(t *testing.T) {
 	}
 }
 
-// TestStoreGoneBackIsNotQuiet: a keep-alive that comes back with a
-// revision below one seen before (a store restored from a snapshot) makes
-// the renewal read, however quiet the watch.
+// TestStoreGoneBackIsNotQuiet: a keep-alive that comes back from a store
+// that went back (a lower revision or raft term, another cluster: a
+// restore from a snapshot) makes the renewal read, however quiet the
+// watch, and ends that watch.
 func TestStoreGoneBackIsNotQuiet(t *testing.T) {
 	srv := etcdtest.Start(t)
 	b, key := openTest(t, srv.URL()), backendtest.Key(t)
 	l := backendtest.MustAcquire(t, b, key, opts("a", false)).(*lease)
 	defer l.GiveBack(t.Context())
-	l.watch.start(b, l.e, 100)
-	if !l.watch.quiet(120) {
-		t.Fatal("a running watch is not quiet at a later revision")
+	at := func(cluster, term uint64, rev int64) *pb.ResponseHeader {
+		return &pb.ResponseHeader{ClusterId: cluster, RaftTerm: term, Revision: rev}
 	}
-	if l.watch.quiet(110) {
-		t.Error("a revision below one seen before counts as quiet")
+	for _, tc := range []struct {
+		name string
+		h    *pb.ResponseHeader
+	}{
+		{"a lower revision", at(7, 3, 110)},
+		{"a lower term", at(7, 2, 130)},
+		{"another cluster", at(8, 3, 130)},
+		{"no header", nil},
+	} {
+		l.watch.start(b, l.e, 100)
+		waitRunning(t, l.watch)
+		if !l.watch.quiet(at(7, 3, 120)) {
+			t.Fatal("a running watch is not quiet at a later revision")
+		}
+		if l.watch.quiet(tc.h) {
+			t.Errorf("%s counts as quiet", tc.name)
+		}
+		if tc.h != nil && l.watch.running() {
+			t.Errorf("%s left the watch running", tc.name)
+		}
+		l.watch.mu.Lock()
+		l.watch.drop()
+		l.watch.store = storeMark{}
+		l.watch.mu.Unlock()
 	}
-	if l.watch.quiet(0) {
-		t.Error("a keep-alive without a revision counts as quiet")
+}
+
+// waitRunning waits up to 2 s for w's watch to be set up.
+func waitRunning(t *testing.T, w *entryWatch) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Second); !w.running(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the watch was not set up within 2 s")
+		}
+	}
+}
+
+// TestWatchBeingSetUpIsNotQuiet: until the server confirms the watch,
+// renewals read, so a revoke meanwhile is lost at the next renewal.
+func TestWatchBeingSetUpIsNotQuiet(t *testing.T) {
+	srv := etcdtest.Start(t)
+	b, key := openTest(t, srv.URL()), backendtest.Key(t)
+	l := backendtest.MustAcquire(t, b, key, opts("a", false))
+	defer l.Release(context.Background())
+	b.cli.Watcher = slowWatcher{Watcher: b.cli.Watcher, delay: 3 * time.Second}
+	if err := l.Renew(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Revoke(t.Context(), key, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Renew(t.Context()); !errors.Is(err, backend.ErrLost) {
+		t.Errorf("Renew after a revoke, the watch not set up yet = %v, want ErrLost", err)
 	}
 }

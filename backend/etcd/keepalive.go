@@ -22,7 +22,7 @@ type keepAliveStream struct {
 
 // keepAlive sends exactly one keep-alive for id, waits for its answer and
 // returns the TTL the lease restarted with (the one it was granted) and
-// the store's revision the answer came with (0 if the server sent none). It
+// the header the answer came with (the store's cluster, term, revision). It
 // uses the gRPC lease service on the client's connection rather than
 // Lease.KeepAliveOnce, which retries "unavailable" answers (such as "no
 // leader") in a tight loop until its context ends: the caller's heartbeat
@@ -30,7 +30,7 @@ type keepAliveStream struct {
 // member cut off in a minority ends it at once instead of holding it. An
 // exchange that fails or outlasts ctx drops the stream; the next call
 // opens another.
-func (b *Backend) keepAlive(ctx context.Context, id clientv3.LeaseID) (time.Duration, int64, error) {
+func (b *Backend) keepAlive(ctx context.Context, id clientv3.LeaseID) (time.Duration, *pb.ResponseHeader, error) {
 	ctx, cancel := b.bounded(ctx)
 	defer cancel()
 	s := &b.ka
@@ -57,27 +57,27 @@ func (b *Backend) keepAlive(ctx context.Context, id clientv3.LeaseID) (time.Dura
 		select {
 		case err := <-opened:
 			if err != nil {
-				return 0, 0, err
+				return 0, nil, err
 			}
 		case <-ctx.Done():
-			return 0, 0, context.Cause(ctx)
+			return 0, nil, context.Cause(ctx)
 		}
 	}
-	ttl, rev, err := exchange(ctx, stream, id)
+	ttl, h, err := exchange(ctx, stream, id)
 	if err != nil {
 		stop()
-		return 0, 0, err
+		return 0, nil, err
 	}
 	s.stream, s.cancel = stream, stop
 	if ttl <= 0 {
-		return 0, 0, errLeaseGone
+		return 0, nil, errLeaseGone
 	}
-	return ttl, rev, nil
+	return ttl, h, nil
 }
 
 // exchange sends one keep-alive on stream and waits for its reply, or for
 // ctx to end (the caller then drops the stream, which ends the wait).
-func exchange(ctx context.Context, stream pb.Lease_LeaseKeepAliveClient, id clientv3.LeaseID) (time.Duration, int64, error) {
+func exchange(ctx context.Context, stream pb.Lease_LeaseKeepAliveClient, id clientv3.LeaseID) (time.Duration, *pb.ResponseHeader, error) {
 	type reply struct {
 		resp *pb.LeaseKeepAliveResponse
 		err  error
@@ -95,13 +95,13 @@ func exchange(ctx context.Context, stream pb.Lease_LeaseKeepAliveClient, id clie
 	case r := <-done:
 		switch {
 		case r.err != nil:
-			return 0, 0, r.err
+			return 0, nil, r.err
 		case r.resp.ID != int64(id):
-			return 0, 0, fmt.Errorf("keep-alive for lease %x answered for lease %x", id, r.resp.ID)
+			return 0, nil, fmt.Errorf("keep-alive for lease %x answered for lease %x", id, r.resp.ID)
 		}
-		return time.Duration(r.resp.TTL) * time.Second, r.resp.GetHeader().GetRevision(), nil
+		return time.Duration(r.resp.TTL) * time.Second, r.resp.GetHeader(), nil
 	case <-ctx.Done():
-		return 0, 0, context.Cause(ctx)
+		return 0, nil, context.Cause(ctx)
 	}
 }
 

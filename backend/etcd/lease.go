@@ -97,14 +97,14 @@ func (l *lease) Start() time.Time {
 // gone, an entry deleted or replaced, or a marker, is ErrLost.
 func (l *lease) Renew(ctx context.Context) error {
 	sent := time.Now()
-	_, rev, err := l.b.keepAlive(ctx, l.e.id)
+	_, h, err := l.b.keepAlive(ctx, l.e.id)
 	if err != nil {
 		if isLeaseGone(err) {
 			return l.b.lost(l.e.key, "the lease expired or was revoked")
 		}
 		return l.b.unavailable("renewing the lease", l.e.key, err)
 	}
-	if !l.watch.quiet(rev) {
+	if !l.watch.quiet(h) {
 		if err := l.check(ctx); err != nil {
 			return err
 		}

@@ -104,8 +104,9 @@ func (c *sniffConn) wrote() {
 }
 
 // pingIdle sends the ping that Write put off, unless a packet went out
-// meanwhile. A failure is go-zookeeper's to see, on its next read or
-// write.
+// meanwhile. A failed write closes the connection, as go-zookeeper does
+// (a part of a packet would leave the stream out of step); go-zookeeper
+// sees it on its next read or write, and reconnects.
 func (c *sniffConn) pingIdle() {
 	c.mu.Lock()
 	if c.ping == nil {
@@ -114,7 +115,9 @@ func (c *sniffConn) pingIdle() {
 	}
 	c.wrote()
 	c.mu.Unlock()
-	_, _ = c.Conn.Write(pingPacket)
+	if _, err := c.Conn.Write(pingPacket); err != nil {
+		_ = c.Conn.Close()
+	}
 }
 
 // Close closes the connection and drops the ping put off, if any.
