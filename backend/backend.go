@@ -58,7 +58,8 @@ type Backend interface {
 	// Inspect reports who holds key, without taking or changing anything.
 	Inspect(ctx context.Context, key string) (Status, error)
 	// ForceRelease breaks the lock on key whoever holds it; the current
-	// holder's next renewal fails with ErrLost. It never lowers the token.
+	// holder's next renewal fails with ErrLost (see Lease.Renew for leases
+	// that watch). It never lowers the token.
 	ForceRelease(ctx context.Context, key string) error
 	// Close releases the backend's connections; leases it handed out must
 	// not be used afterwards.
@@ -77,7 +78,12 @@ type Lease interface {
 	// Start().Add(TTL()) on a clock that runs at the local rate.
 	Start() time.Time
 	// Renew extends the lease by its TTL from about now. It returns an
-	// error wrapping ErrLost when another owner, or none, is recorded.
+	// error wrapping ErrLost when another owner, or none, is recorded. A
+	// lease that watches its record (one with a Done method, closed when
+	// the watch sees the lock lost: etcd's) learns of a break by another
+	// party (ForceRelease, ReleaseHolder, Revoke) from its watch: a renewal
+	// in the moment before the watch delivers still succeeds; the renewal
+	// after Done closes fails.
 	Renew(ctx context.Context) error
 	// Release gives the lock up if this lease still owns it; it never
 	// removes someone else's lock. Releasing a lost lease returns an error

@@ -47,7 +47,8 @@ func (o AcquireOptions) EffectiveLimit() int { return max(o.Limit, 1) }
 type HolderReleaser interface {
 	// ReleaseHolder breaks the hold of key's holder whose token is token,
 	// atomically on the server, whoever that holder is: its next renewal
-	// fails with ErrLost, and the slot goes to the next waiter. When no
+	// fails with ErrLost (see Lease.Renew for leases that watch), and the
+	// slot goes to the next waiter. When no
 	// live holder of key has that token it changes nothing and returns an
 	// error wrapping ErrLost. It never lowers the token.
 	ReleaseHolder(ctx context.Context, key string, token Token) error

@@ -436,9 +436,7 @@ func (s *suite) forceReleaseRevokes(t *testing.T) {
 	if err := admin.ForceRelease(t.Context(), key); err != nil {
 		t.Fatalf("ForceRelease: %v", err)
 	}
-	if err := l.Renew(t.Context()); !errors.Is(err, backend.ErrLost) {
-		t.Errorf("Renew after ForceRelease = %v, want ErrLost", err)
-	}
+	WantLost(t, l, "Renew after ForceRelease")
 	_ = l.Release(t.Context()) // the revoked holder stops, as lockrun would
 	o := s.opts("bob")
 	o.Wait = true
@@ -475,4 +473,27 @@ func (s *suite) invalidKey(t *testing.T) {
 			t.Errorf("Acquire(%q, %+v) = %v, want ErrInvalidOptions", key, o, err)
 		}
 	}
+}
+
+// WantLost checks that l learns that it lost its lock: its next Renew
+// fails with ErrLost, or, for a lease that watches its record (one with a
+// Done channel, etcd's), Done closes within 2 s and the Renew after it
+// fails so. what names the Renew in the failure.
+func WantLost(t *testing.T, l backend.Lease, what string) {
+	t.Helper()
+	err := l.Renew(t.Context())
+	if errors.Is(err, backend.ErrLost) {
+		return
+	}
+	if d, ok := l.(interface{ Done() <-chan struct{} }); ok && err == nil {
+		select {
+		case <-d.Done():
+			if err = l.Renew(t.Context()); errors.Is(err, backend.ErrLost) {
+				return
+			}
+		case <-time.After(2 * time.Second):
+			err = errors.New("nil, and Done not closed within 2 s")
+		}
+	}
+	t.Errorf("%s = %v, want ErrLost", what, err)
 }

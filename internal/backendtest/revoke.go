@@ -71,9 +71,7 @@ func (s *semSuite) revokedLockWaitsForItsHolder(t *testing.T) {
 	if err := s.revoker(t).Revoke(t.Context(), key, 0); err != nil {
 		t.Fatalf("Revoke: %v", err)
 	}
-	if err := a.Renew(t.Context()); !errors.Is(err, backend.ErrLost) {
-		t.Errorf("Renew after Revoke = %v, want ErrLost", err)
-	}
+	WantLost(t, a, "Renew after Revoke")
 	s.wantRevoked(t, key, a.Token())
 	if _, err := s.open(t).Acquire(t.Context(), key, s.opts("bob")); !errors.Is(err, backend.ErrHeld) {
 		t.Errorf("Acquire of a revoked holder's lock = %v, want ErrHeld until it releases", err)
@@ -140,9 +138,7 @@ func (s *semSuite) revokedSlotWaitsForItsHolder(t *testing.T) {
 	if err := s.revoker(t).Revoke(t.Context(), key, held[0].Token()); err != nil {
 		t.Fatalf("Revoke: %v", err)
 	}
-	if err := held[0].Renew(t.Context()); !errors.Is(err, backend.ErrLost) {
-		t.Errorf("the revoked holder's Renew = %v, want ErrLost", err)
-	}
+	WantLost(t, held[0], "the revoked holder's Renew")
 	if err := held[1].Renew(t.Context()); err != nil {
 		t.Errorf("the other holder's Renew after a Revoke of another: %v", err)
 	}

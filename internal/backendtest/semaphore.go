@@ -392,9 +392,7 @@ func (s *semSuite) releaseHolderBreaksOne(t *testing.T) {
 	if err := r.ReleaseHolder(t.Context(), key, held[1].Token()); err != nil {
 		t.Fatalf("ReleaseHolder: %v", err)
 	}
-	if err := held[1].Renew(t.Context()); !errors.Is(err, backend.ErrLost) {
-		t.Errorf("the broken holder's Renew = %v, want ErrLost", err)
-	}
+	WantLost(t, held[1], "the broken holder's Renew")
 	for _, l := range []backend.Lease{held[0], held[2]} {
 		if err := l.Renew(t.Context()); err != nil {
 			t.Errorf("another holder's Renew after ReleaseHolder: %v", err)
@@ -413,9 +411,7 @@ func (s *semSuite) releaseHolderBreaksOne(t *testing.T) {
 		t.Fatalf("ForceRelease: %v", err)
 	}
 	for _, l := range []backend.Lease{held[0], held[2], next} {
-		if err := l.Renew(t.Context()); !errors.Is(err, backend.ErrLost) {
-			t.Errorf("Renew after ForceRelease of the semaphore = %v, want ErrLost", err)
-		}
+		WantLost(t, l, "Renew after ForceRelease of the semaphore")
 		_ = l.Release(t.Context()) // the broken holders stop, as lockrun would
 	}
 	s.wantHolders(t, key, limit)
@@ -430,9 +426,7 @@ func (s *semSuite) releaseHolderBreaksOne(t *testing.T) {
 	if err := r.ReleaseHolder(t.Context(), key, plain.Token()); err != nil {
 		t.Errorf("ReleaseHolder of the plain holder: %v", err)
 	}
-	if err := plain.Renew(t.Context()); !errors.Is(err, backend.ErrLost) {
-		t.Errorf("the plain holder's Renew after its ReleaseHolder = %v, want ErrLost", err)
-	}
+	WantLost(t, plain, "the plain holder's Renew after its ReleaseHolder")
 }
 
 // minHoldKeepsTheSlot: a holder released within its minimum hold keeps its
