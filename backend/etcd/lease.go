@@ -31,7 +31,7 @@ type lease struct {
 	// markPending); 0 once marked, or when there is nothing to mark.
 	since int64
 
-	watch *entryWatch // started by the first renewal, stopped by the release
+	watch *entryWatch // started after the command's start or by a renewal's read; stopped by the release
 }
 
 func (b *Backend) newLease(e entry) *lease {
@@ -91,10 +91,10 @@ func (l *lease) Start() time.Time {
 }
 
 // Renew sends one keep-alive. Unless the entry's watch runs and has seen
-// no change since the last check (see entryWatch.quiet), it then checks that the entry is still
+// no change (see entryWatch.quiet), it then checks that the entry is still
 // ours and not revoked, in one read of the entry and its revocation
-// marker, and watches them from there on (see entryWatch). A lease that is
-// gone, an entry deleted or replaced, or a marker, is ErrLost.
+// marker, and watches them from there on. A lease that is gone, an entry
+// deleted or replaced, or a marker, is ErrLost.
 func (l *lease) Renew(ctx context.Context) error {
 	sent := time.Now()
 	_, h, err := l.b.keepAlive(ctx, l.e.id)
