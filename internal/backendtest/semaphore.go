@@ -201,6 +201,12 @@ func (s *semSuite) waitersNeverExceedTheLimit(t *testing.T) {
 			}
 			seen[l.Token()] = true
 			mu.Unlock()
+			// Stay until another holder is inside too (or 2 s): on a slow
+			// host, waiters that each left after a fixed hold could come
+			// one by one and never share, whatever the semaphore does.
+			for deadline := time.Now().Add(2 * time.Second); peak.Load() < 2 && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
 			time.Sleep(30 * time.Millisecond)
 			inside.Add(-1)
 			if err := l.Release(context.Background()); err != nil {
