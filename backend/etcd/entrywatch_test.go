@@ -74,14 +74,7 @@ func TestEntryChangesWakeTheHolder(t *testing.T) {
 			if err := tc.change(key, l.e.name); err != nil {
 				t.Fatal(err)
 			}
-			select {
-			case <-l.Done():
-			case <-time.After(2 * time.Second):
-				t.Fatal("Done not closed 2 s after the change")
-			}
-			if err := l.Renew(t.Context()); !errors.Is(err, backend.ErrLost) {
-				t.Errorf("Renew after the change = %v, want ErrLost", err)
-			}
+			wantDoneThenLost(t, l, "the change")
 		})
 	}
 }
@@ -160,14 +153,7 @@ func TestStartedWatchesBeforeAnyRenewal(t *testing.T) {
 	if err := b.Revoke(t.Context(), key, 0); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-l.Done():
-	case <-time.After(2 * time.Second):
-		t.Fatal("Done not closed 2 s after the revoke")
-	}
-	if err := l.Renew(t.Context()); !errors.Is(err, backend.ErrLost) {
-		t.Errorf("Renew after the revoke = %v, want ErrLost", err)
-	}
+	wantDoneThenLost(t, l, "the revoke")
 }
 
 // slowWatcher is the client's watcher, slow to confirm each watch, as on
@@ -267,5 +253,20 @@ func TestWatchBeingSetUpIsNotQuiet(t *testing.T) {
 	}
 	if err := l.Renew(t.Context()); !errors.Is(err, backend.ErrLost) {
 		t.Errorf("Renew after a revoke, the watch not set up yet = %v, want ErrLost", err)
+	}
+}
+
+// wantDoneThenLost checks that l's watch saw what happened (Done closes
+// within 2 s, with no renewal meanwhile) and that the renewal after it
+// fails with ErrLost.
+func wantDoneThenLost(t *testing.T, l *lease, what string) {
+	t.Helper()
+	select {
+	case <-l.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatalf("Done not closed 2 s after %s", what)
+	}
+	if err := l.Renew(t.Context()); !errors.Is(err, backend.ErrLost) {
+		t.Errorf("Renew after %s = %v, want ErrLost", what, err)
 	}
 }
