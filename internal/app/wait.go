@@ -59,7 +59,7 @@ func (a *announcer) Acquire(ctx context.Context, key string, o backend.AcquireOp
 	began := time.Now()
 	var fields []any
 	if a.fields {
-		fields = []any{"holder", held.Status.Holder, "token", held.Status.Token.String()}
+		fields = heldFields(held.Status)
 	}
 	a.log.Log(ctx, levelNotice, fmt.Sprintf("waiting for lock %q, held by %s", key, heldBy(held.Status, began)), fields...)
 	stop := a.progress(key, began)
@@ -72,6 +72,23 @@ func (a *announcer) Acquire(ctx context.Context, key string, o backend.AcquireOp
 	a.grant(l)
 	a.log.Debug("lock granted after waiting", "waited", time.Since(began))
 	return l, nil
+}
+
+// heldFields are a JSON log's fields for who holds a lock: what the
+// backend knows of them, and nothing it does not (no empty holder, no
+// token 0, which no holder has).
+func heldFields(st backend.Status) []any {
+	var fields []any
+	if st.Limit > 1 {
+		fields = append(fields, "holders", len(st.Holders), "limit", st.Limit)
+	}
+	if st.Holder != "" {
+		fields = append(fields, "holder", st.Holder)
+	}
+	if st.Token != 0 {
+		fields = append(fields, "token", st.Token.String())
+	}
+	return fields
 }
 
 func (a *announcer) grant(l backend.Lease) {

@@ -209,6 +209,31 @@ func TestWaiterSaysWhomItWaitsFor(t *testing.T) {
 	}
 }
 
+// A JSON waiter's record names what the backend knows of the holder and
+// nothing it does not: a lock held by flock(1) has no token, not token 0.
+func TestJSONWaiterOmitsWhatItDoesNotKnow(t *testing.T) {
+	dir := t.TempDir()
+	ready := filepath.Join(dir, "ready")
+	holder := exec.Command("flock", filepath.Join(dir, "k.lock"), "sh", "-c", "touch "+ready+"; exec sleep 30")
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = holder.Process.Kill(); _ = holder.Wait() })
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(ready); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatal("flock(1) did not take the lock")
+		}
+	}
+	e := append(os.Environ(), "LOCKRUN_BACKEND=file://"+dir)
+	r := run(t, e, "run", "--log-format", "json", "--timeout", "0.3", "k", "--", "true")
+	waiting, _, _ := strings.Cut(r.Stderr, "\n")
+	if r.Code != 75 || !strings.Contains(waiting, `"holder":"a process that is not lockrun: pid `) || strings.Contains(waiting, `"token"`) {
+		t.Errorf("exit %d, first record %s", r.Code, waiting)
+	}
+}
+
 // startOn starts lockrun with environment e on the terminal tty, in the
 // foreground as a shell would.
 func startOn(t *testing.T, tty *os.File, e []string, args ...string) *exec.Cmd {
