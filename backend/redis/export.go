@@ -2,8 +2,11 @@ package redis
 
 import (
 	"net/url"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/lockrun/lockrun/backend"
 )
 
 // ClientOptions returns the go-redis options and the key prefix that
@@ -15,4 +18,22 @@ import (
 func ClientOptions(u *url.URL) (*goredis.Options, string, error) {
 	c, err := parseURL(u)
 	return c.opt, c.prefix, err
+}
+
+// RestartWait reads u's restart_wait as OpenURL does: negative when the
+// URL does not set it (each run's own wait, see RestartMS), 0 for none.
+func RestartWait(u *url.URL) (time.Duration, error) { return restartWait(u.Query()) }
+
+// RestartMS is the restart wait in ms of a run with options o, given the
+// URL's wait (RestartWait's): the wait it sets, or when it sets none the
+// longest a lost holder with the same options may still run or keep the
+// key, its TTL or its min-hold.
+func RestartMS(wait time.Duration, o backend.AcquireOptions) int64 {
+	switch {
+	case wait == 0:
+		return 0
+	case wait > 0:
+		return millis(wait)
+	}
+	return millis(max(o.TTL, o.MinHold))
 }

@@ -13,19 +13,9 @@ import (
 // its holder still runs (restart_left in lua/lib.lua).
 const grantRestarted = 3
 
-// restartMS is the restart wait of a run with options o, in ms:
-// restart_wait when the URL sets it, else the longest a lost holder with
-// the same options may still run or keep the key: its TTL, or its
-// min-hold (the fleet's cron runs of one schedule) when that is longer.
-func (b *Backend) restartMS(o backend.AcquireOptions) int64 {
-	switch {
-	case b.restartWait == 0:
-		return 0
-	case b.restartWait > 0:
-		return millis(b.restartWait)
-	}
-	return millis(max(o.TTL, o.MinHold))
-}
+// restartMS is the restart wait of a run with options o, in ms (see
+// RestartMS).
+func (b *Backend) restartMS(o backend.AcquireOptions) int64 { return RestartMS(b.restartWait, o) }
 
 // restarted is the attempt of a grant script's {3, ms left, uptime in s}:
 // the key counts as held, by no one known, until the wait is over.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/backend/redis"
 )
 
 // expirySlack is how long after a holder's lease should have expired a
@@ -33,6 +34,7 @@ type request struct {
 	o             backend.AcquireOptions
 	px            int64  // ms asked of each master: TTL plus drift, added in ms, where a TTL near the limit cannot overflow
 	info          string // the holder's record, JSON
+	restartMS     int64  // a master up for less grants nothing new (lua/grant.lua)
 	waiter, place string // set while queued
 }
 
@@ -57,7 +59,8 @@ func (b *Backend) Acquire(ctx context.Context, key string, o backend.AcquireOpti
 	if err != nil {
 		return nil, fmt.Errorf("%w: lock %q: holder info: %w", backend.ErrInvalidOptions, key, err)
 	}
-	r := &request{key: key, names: b.names(key), o: o, px: millis(o.TTL) + millis(drift(o.TTL)), info: string(info)}
+	r := &request{key: key, names: b.names(key), o: o, px: millis(o.TTL) + millis(drift(o.TTL)), info: string(info),
+		restartMS: redis.RestartMS(b.restartWait, o)}
 	if o.EffectiveLimit() > 1 {
 		return b.acquireSem(ctx, r)
 	}

@@ -18,6 +18,9 @@ const (
 	grantStale   = 2
 	grantLimit   = 3 // the key is held or awaited with another limit there
 	grantQueued  = 4 // a semaphore's waiters queued first are still to be served
+	// grantRestarted: the master started less than the restart wait ago,
+	// and may have lost a live lease's copy; it grants nothing new.
+	grantRestarted = 5
 )
 
 // grantReply is one master's answer to grant.lua.
@@ -84,7 +87,7 @@ func (b *Backend) grant(ctx context.Context, r *request, value string, token bac
 	ctx, stop := detached(ctx, b.callTimeout(r.o.TTL))
 	defer stop()
 	keys := r.names.with(r.names.endedKeys(r.names.lock, r.names.counter, r.names.queue, r.names.record)...)
-	args := []any{value, r.px, token.String(), r.o.RunID, r.waiter, r.info, r.names.wake} // copied: late calls outlive this one
+	args := []any{value, r.px, token.String(), r.o.RunID, r.waiter, r.info, r.names.wake, r.restartMS} // copied: late calls outlive this one
 	return b.grantWith(ctx, b.scripts.grant, keys, args, b.linger(r.o.TTL))
 }
 
@@ -109,8 +112,8 @@ func (b *Backend) grantWith(ctx context.Context, script *goredis.Script, keys []
 	return g
 }
 
-// parseGrant reads grant.lua's {1, value}, {0, value, pttl}, {2, counter}
-// or {3, limit}, or sem_grant.lua's {4}.
+// parseGrant reads grant.lua's {1, value}, {0, value, pttl}, {2, counter},
+// {3, limit} or {5, ms left, uptime}, or sem_grant.lua's {4}.
 func parseGrant(res []any) (grantReply, error) {
 	if len(res) == 1 && res[0] == int64(grantQueued) {
 		return grantReply{code: grantQueued}, nil
@@ -122,6 +125,9 @@ func parseGrant(res []any) (grantReply, error) {
 	g.code, _ = res[0].(int64)
 	s, _ := res[1].(string)
 	switch g.code {
+	case grantRestarted:
+		ms, _ := res[1].(int64)
+		g.pttl = time.Duration(ms) * time.Millisecond // the wait left
 	case grantLimit:
 		g.value = s // the key's limit there
 	case grantHeld:
@@ -180,6 +186,9 @@ func repliedWith(rs []reply[grantReply], code int64) map[*master]bool {
 func (b *Backend) notGranted(r *request, rs []reply[grantReply]) (attempt, error) {
 	if n := answered(rs); n < b.quorum {
 		return attempt{}, b.noQuorum("acquire", r.key, n, errorsOf(rs))
+	}
+	if a, ok := b.restartBlocked(r, rs); ok {
+		return a, nil
 	}
 	v := views{}
 	for _, x := range rs {

@@ -45,7 +45,10 @@ type Backend struct {
 	url     string           // redacted, for messages
 	prefix  string
 	scripts scripts
-	lastSeq atomic.Int64 // the last checkpoint's seq (see checkpointSeq)
+	// restartWait is the URL's restart_wait (see redis.RestartWait): a
+	// master up for less grants nothing new (lua/grant.lua).
+	restartWait time.Duration
+	lastSeq     atomic.Int64 // the last checkpoint's seq (see checkpointSeq)
 	// cpWrites is read-held by each SetCheckpoint until every master has
 	// answered its write, past the majority it returned on; a clear takes
 	// it whole, so that no write of this process lands after it.

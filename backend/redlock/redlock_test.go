@@ -21,13 +21,20 @@ func masters(t testing.TB, n int, extra ...string) []*redistest.Server {
 	return s
 }
 
-// urlOf is the redlock URL of the servers.
+// urlOf is the redlock URL of the servers, with the restart wait turned
+// off: servers that have just started would otherwise grant no lock for a
+// TTL (restart.go). Tests of that wait build their own URL.
 func urlOf(servers []*redistest.Server) string {
+	return "redlock://" + hostsOf(servers) + "/0?" + redistest.NoRestartWait
+}
+
+// hostsOf is the servers' host:port list, comma-separated.
+func hostsOf(servers []*redistest.Server) string {
 	addrs := make([]string, len(servers))
 	for i, s := range servers {
 		addrs[i] = s.Addr()
 	}
-	return "redlock://" + strings.Join(addrs, ",") + "/0"
+	return strings.Join(addrs, ",")
 }
 
 // open returns a backend on rawURL, closed when the test ends.

@@ -245,7 +245,7 @@ func TestRenewDoesNotUndoARevoke(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			srv, b, l, spare := bareMajority(t)
 			// The revoke reaches the second and third masters only.
-			partial := open(t, "redlock://"+deadAddr(t)+","+srv[1].Addr()+","+srv[2].Addr()+"/0")
+			partial := open(t, "redlock://"+deadAddr(t)+","+srv[1].Addr()+","+srv[2].Addr()+"/0?"+redistest.NoRestartWait)
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 			defer cancel()
 			if err := partial.Revoke(ctx, "k", c.token(l)); err != nil {

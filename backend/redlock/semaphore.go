@@ -137,6 +137,9 @@ func (b *Backend) trySem(ctx context.Context, r *request) (attempt, error) {
 			if n := answered(g.rs); n < b.quorum {
 				return attempt{}, b.noQuorum("acquire", r.key, n, errorsOf(g.rs))
 			}
+			if a, ok := b.restartBlocked(r, g.rs); ok {
+				return a, nil
+			}
 			return b.semBlocked(r, v, true), nil
 		}
 		highest = max(highest, stale)
@@ -150,7 +153,7 @@ func (b *Backend) grantSem(ctx context.Context, r *request, value string, token 
 	defer stop()
 	keys := append(append([]string{r.names.lock, r.names.counter}, r.names.sem...), r.names.slotOf)
 	limit := strconv.Itoa(r.o.EffectiveLimit())
-	args := []any{value, r.px, token.String(), r.o.RunID, r.waiter, r.info, limit, strconv.Itoa(index), r.names.wake}
+	args := []any{value, r.px, token.String(), r.o.RunID, r.waiter, r.info, limit, strconv.Itoa(index), r.names.wake, r.restartMS}
 	return b.grantWith(ctx, b.scripts.semGrant, keys, args, 0)
 }
 

@@ -17,7 +17,8 @@ import (
 // or redlocks://... for TLS: at least MinMasters independent Redis
 // masters, each reached as package redis reaches redis:// (or rediss://)
 // with the same user, database and parameters: prefix, dial_timeout,
-// read_timeout, and for TLS ca_file, cert_file, key_file (every server's
+// read_timeout, restart_wait (a master up for less than it grants no new
+// lock), and for TLS ca_file, cert_file, key_file (every server's
 // certificate is verified against its own host name). Bad URLs wrap
 // backend.ErrInvalidURL. OpenURL connects to every master at once: when
 // fewer than a majority answer it fails, wrapping backend.ErrUnavailable,
@@ -46,7 +47,11 @@ func parse(u *url.URL) (*Backend, error) {
 	if len(hosts) < MinMasters {
 		return nil, fmt.Errorf("%d masters named; Redlock needs at least %d independent ones (for one server use redis://)", len(hosts), MinMasters)
 	}
-	b := &Backend{url: backend.Redact(u.String()), quorum: len(hosts)/2 + 1, scripts: newScripts()}
+	wait, err := redis.RestartWait(u)
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{url: backend.Redact(u.String()), quorum: len(hosts)/2 + 1, scripts: newScripts(), restartWait: wait}
 	var opts []*goredis.Options
 	seen := make(map[string]bool)
 	for _, h := range hosts {
@@ -73,9 +78,6 @@ func parse(u *url.URL) (*Backend, error) {
 func masterOptions(u *url.URL, host string) (*goredis.Options, string, error) {
 	if host == "" || strings.HasPrefix(host, ":") {
 		return nil, "", fmt.Errorf("empty host in %q: use host:port between the commas", u.Host)
-	}
-	if u.Query().Has("restart_wait") { // redis:// has it; a Redlock set does not wait yet
-		return nil, "", errors.New("restart_wait is for redis://: a Redlock set refuses a lock while any master that answers holds another run's copy; keep a restarted master out of the set for the longest TTL instead")
 	}
 	one := *u
 	one.Scheme, one.Host = "redis", host

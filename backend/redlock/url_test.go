@@ -42,7 +42,7 @@ func TestParseURL(t *testing.T) {
 		"redlock://a,,c":                      "empty host",
 		"redlock://a,b,c/x":                   "redlock://host:port/0",
 		"redlock://a,b,c?db=1":                "unknown parameter",
-		"redlock://a,b,c?restart_wait=1m":     "restart_wait is for redis://",
+		"redlock://a,b,c?restart_wait=-1s":    "restart_wait=",
 		"redlock://a,b,c?ca_file=/etc/ca.pem": "redlocks://",
 		"redlock:opaque":                      "redlock://host1:6379",
 		"redis://a,b,c":                       "not redlock",
@@ -58,7 +58,7 @@ func TestParseURL(t *testing.T) {
 // error (exit 77), never printed, and fails at once (no retries).
 func TestACLUser(t *testing.T) {
 	servers := masters(t, 3, "--user", "alice", "on", ">s3cret", "~*", "&*", "+@all", "--user", "default", "off")
-	hosts := strings.TrimPrefix(urlOf(servers), "redlock://")
+	hosts := hostsOf(servers) + "/0?" + redistest.NoRestartWait
 	b := open(t, "redlock://alice:s3cret@"+hosts)
 	l := backendtest.MustAcquire(t, b, "k", opts("h", time.Minute))
 	l.Release(t.Context())
@@ -74,7 +74,7 @@ func TestACLUser(t *testing.T) {
 // A database the masters do not have is a configuration error (exit 78),
 // not an outage (69) that cron would retry for ever.
 func TestMissingDatabaseIsConfig(t *testing.T) {
-	raw := strings.TrimSuffix(urlOf(masters(t, 3)), "/0") + "/99"
+	raw := "redlock://" + hostsOf(masters(t, 3)) + "/99"
 	if _, err := tryOpen(raw); !errors.Is(err, backend.ErrConfig) || errors.Is(err, backend.ErrUnavailable) {
 		t.Errorf("OpenURL(%s) = %v; want ErrConfig, not ErrUnavailable", raw, err)
 	}
@@ -92,7 +92,7 @@ func TestTLS(t *testing.T) {
 		hosts = append(hosts, "127.0.0.1:"+port)
 	}
 	base := "redlocks://" + strings.Join(hosts, ",") + "/0"
-	client := "cert_file=" + certs.Cert + "&key_file=" + certs.Key
+	client := "cert_file=" + certs.Cert + "&key_file=" + certs.Key + "&" + redistest.NoRestartWait
 	b := open(t, base+"?ca_file="+certs.CA+"&"+client)
 	l := backendtest.MustAcquire(t, b, "k", opts("h", time.Minute))
 	l.Release(t.Context())

@@ -24,14 +24,16 @@ func (e *env) redlockTarget() target {
 		addrs = append(addrs, srv.Addr())
 		clients = append(clients, e.loggedClient(srv.Addr()))
 	}
+	time.Sleep(2 * time.Second) // past restart_wait=1s below, as INFO counts (whole seconds)
 	ctx := context.Background()
 	queued := func(key string) int {
 		return int(clients[0].ZCard(ctx, redis.DefaultPrefix+"{"+key+"}:queue").Val())
 	}
 	// hosts builds the tools on the masters at hs, the first being the
-	// peer's server.
+	// peer's server. Masters just started grant no lock for a TTL
+	// (restart_wait); 1s keeps that check, and its cost, in every grant.
 	hosts := func(hs ...string) (tool, tool) {
-		return e.lockrunTool("redlock://"+strings.Join(hs, ",")+"/0", queued), e.redisCLIPeer(hs[0])
+		return e.lockrunTool("redlock://"+strings.Join(hs, ",")+"/0?restart_wait=1s", queued), e.redisCLIPeer(hs[0])
 	}
 	tg := target{name: "redlock", addr: addrs[0], tools: func(addr string) (tool, tool) {
 		return hosts(addr, addrs[1], addrs[2])

@@ -11,6 +11,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/lockrun/lockrun/internal/lockruntest"
 	"github.com/lockrun/lockrun/internal/redistest"
 )
 
@@ -19,8 +20,16 @@ import (
 
 // redlockSet starts three masters and returns them with lockrun's
 // environment for them (an ACL password in the URL, to check it is never
-// printed).
+// printed), the restart wait turned off: masters just started would grant
+// nothing for a TTL.
 func redlockSet(t *testing.T) ([]*redistest.Server, []string) {
+	servers, url := startMasters(t)
+	return servers, append(os.Environ(), "LOCKRUN_BACKEND="+url+"?"+redistest.NoRestartWait)
+}
+
+// startMasters starts three masters and returns their URL, without
+// parameters.
+func startMasters(t *testing.T) ([]*redistest.Server, string) {
 	var servers []*redistest.Server
 	var addrs []string
 	for range 3 {
@@ -28,8 +37,26 @@ func redlockSet(t *testing.T) ([]*redistest.Server, []string) {
 		servers = append(servers, s)
 		addrs = append(addrs, s.Addr())
 	}
-	url := "redlock://:hunter2@" + strings.Join(addrs, ",") + "/0"
-	return servers, append(os.Environ(), "LOCKRUN_BACKEND="+url)
+	return servers, "redlock://:hunter2@" + strings.Join(addrs, ",") + "/0"
+}
+
+// Masters that have just started (or restarted, maybe losing the copies of
+// a lease whose holder still runs) grant nothing for the run's TTL, by
+// default: a run that does not wait exits 75 with one line naming
+// restart_wait; a waiter runs its command once the wait is over.
+func TestRedlockStartedLatelyExits75ThenGrants(t *testing.T) {
+	lockruntest.Binary(t) // built before the masters start
+	started := time.Now()
+	_, url := startMasters(t)
+	e := withBackend(url)
+	r := run(t, e, "run", "--ttl", "2s", "k", "--", "true")
+	if r.Code != 75 || strings.Count(r.Stderr, "\n") != 1 || !strings.Contains(r.Stderr, "restart_wait") || strings.Contains(r.Stderr, "hunter2") {
+		t.Errorf("a run on masters started %v ago: exit %d, stderr %q; want 75 and one line naming restart_wait", time.Since(started), r.Code, r.Stderr)
+	}
+	r = run(t, e, "run", "-q", "--ttl", "2s", "--wait", "k", "--", "true")
+	if took := time.Since(started); r.Code != 0 || took < 2*time.Second {
+		t.Errorf("a waiter: exit %d after %v, stderr %q; want 0, not before 2s", r.Code, took, r.Stderr)
+	}
 }
 
 func TestRedlockMajorityDownExits69AtStart(t *testing.T) {

@@ -8,13 +8,15 @@
 --       package redis's sem.lua).
 -- ARGV: value ("TOKEN RUN HOLDER"), px in ms, token (decimal), run id,
 --       waiter id ('' when not queued), holder info (JSON), waiters'
---       channel prefix.
+--       channel prefix, restart wait in ms (see restart_left).
 -- The counter is raised to the token ("set if greater") whether or not
 -- the lock is granted here: the more masters know the highest token, the
 -- more of them a later acquire's majority can lose and still see it.
 -- Returns {1, value} when granted, {0, value, pttl} when held by another
 -- run, {2, counter} when the token is not above the counter, {3, limit}
--- when the key is a semaphore here (it has holders or waiters).
+-- when the key is a semaphore here (it has holders or waiters), {5, ms
+-- left, uptime in s} when this master started less than the restart wait
+-- ago: it may have lost a live lease's copy, so it grants nothing new.
 local lock, counter, queue, record = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local value, px, token, run, waiter, info = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 
@@ -46,6 +48,15 @@ if cur and (revoked or cur ~= value and string.match(cur, '^%d+ (%S*) ') ~= run)
   return {0, cur, redis.call('PTTL', lock)}
 end
 if cur ~= value then
+  local left, up = restart_left(ARGV[8])
+  if type(left) == 'table' then
+    return left
+  elseif left then
+    if above then
+      redis.call('SET', counter, token)
+    end
+    return {5, left, up}
+  end
   if not above then
     return {2, last}
   end

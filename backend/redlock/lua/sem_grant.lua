@@ -8,14 +8,15 @@
 --       package redis's sem.lua), its slot index (hash: index -> value).
 -- ARGV: value ("TOKEN RUN HOLDER"), px in ms, token (decimal), run id,
 --       waiter id ('' when not queued), holder info (JSON), limit, index,
---       waiters' channel prefix.
+--       waiters' channel prefix, restart wait in ms (see restart_left).
 -- The counter is raised to the token whether or not the slot is granted,
 -- as grant.lua does.
 -- Returns {1, value} when granted, {0, value, pttl} when another run has
 -- the index here, {2, counter} when the token is not above the counter,
 -- {3, limit} when the key is held or awaited with another limit here
 -- ('1': the plain lock), {4} when waiters queued first are still to be
--- served.
+-- served, {5, ms left, uptime in s} when this master started less than
+-- the restart wait ago, as grant.lua.
 local lock, counter = KEYS[1], KEYS[2]
 local S = sem_keys(3)
 local slotof = KEYS[8]
@@ -55,6 +56,15 @@ if cur ~= value then
   end
   if sem_ahead(S, wake, waiter, free) >= free then
     return {4}
+  end
+  local left, up = restart_left(ARGV[10])
+  if type(left) == 'table' then
+    return left
+  elseif left then
+    if above then
+      redis.call('SET', counter, token)
+    end
+    return {5, left, up}
   end
   if not above then
     return {2, last}
