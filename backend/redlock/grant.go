@@ -87,7 +87,7 @@ func (b *Backend) grant(ctx context.Context, r *request, value string, token bac
 	ctx, stop := detached(ctx, b.callTimeout(r.o.TTL))
 	defer stop()
 	keys := r.names.with(r.names.endedKeys(r.names.lock, r.names.counter, r.names.queue, r.names.record)...)
-	args := []any{value, r.px, token.String(), r.o.RunID, r.waiter, r.info, r.names.wake, r.restartMS} // copied: late calls outlive this one
+	args := []any{value, r.px, token.String(), r.o.RunID, r.waiter, r.info, r.names.wake, r.restartMS, r.place} // copied: late calls outlive this one
 	return b.grantWith(ctx, b.scripts.grant, keys, args, b.linger(r.o.TTL))
 }
 

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"fmt"
+	mrand "math/rand/v2"
 	"slices"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 // with the lease's other copies lost or out of reach too, granting would
 // make two holders. The lock counts as held, by no one known, until
 // enough of them have waited it out. It reports false when something else
-// stood in the way.
+// stood in the way, such as a master that holds another run's copy.
 func (b *Backend) restartBlocked(r *request, rs []reply[grantReply]) (attempt, bool) {
 	var left []time.Duration
 	granted := 0
@@ -25,6 +26,8 @@ func (b *Backend) restartBlocked(r *request, rs []reply[grantReply]) (attempt, b
 			granted++
 		case x.v.code == grantRestarted:
 			left = append(left, x.v.pttl)
+		case x.v.code == grantHeld:
+			return attempt{}, false // a holder is known: blocked says who
 		}
 	}
 	k := b.quorum - granted // restarted masters needed for a majority
@@ -38,6 +41,14 @@ func (b *Backend) restartBlocked(r *request, rs []reply[grantReply]) (attempt, b
 		Held: true,
 		Holder: fmt.Sprintf("no one known (%d of %d masters started less than restart_wait ago and may have lost their locks: no grant for %v)",
 			len(left), len(b.masters), wait.Round(time.Millisecond)),
-		TTL: wait,
+		TTL: wait + restartJitter(wait),
 	}}, true
+}
+
+// restartJitter spreads the waiters that a restart kept out, so that they
+// do not all try again at the same instant when the wait ends: the first
+// is granted the lock, and the others find it held and queue for it, as
+// behind any holder, rather than racing for a free lock.
+func restartJitter(wait time.Duration) time.Duration {
+	return mrand.N(max(wait/8, time.Millisecond))
 }

@@ -8,7 +8,8 @@
 --       package redis's sem.lua).
 -- ARGV: value ("TOKEN RUN HOLDER"), px in ms, token (decimal), run id,
 --       waiter id ('' when not queued), holder info (JSON), waiters'
---       channel prefix, restart wait in ms (see restart_left).
+--       channel prefix, restart wait in ms (see restart_left), the
+--       waiter's place (µs, as peek.lua).
 -- The counter is raised to the token ("set if greater") whether or not
 -- the lock is granted here: the more masters know the highest token, the
 -- more of them a later acquire's majority can lose and still see it.
@@ -45,7 +46,17 @@ if cur and (revoked or cur ~= value and string.match(cur, '^%d+ (%S*) ') ~= run)
   -- For two TTLs: the other grant's copy expires within one, and the next
   -- renewal after that takes this master.
   refused(ended_keys(5), token, 2 * tonumber(px))
-  return {0, cur, redis.call('PTTL', lock)}
+  local pttl = redis.call('PTTL', lock)
+  if waiter ~= '' then
+    -- Queued here as peek.lua queues: a peek that found the lock still
+    -- free did not, and this holder's release is the waiter's wake-up.
+    redis.call('ZADD', queue, 'NX', ARGV[9], waiter)
+    local keep = math.max(pttl, tonumber(px)) + math.max(tonumber(px), 1000)
+    if redis.call('PTTL', queue) < keep then
+      redis.call('PEXPIRE', queue, keep)
+    end
+  end
+  return {0, cur, pttl}
 end
 if cur ~= value then
   local left, up = restart_left(ARGV[8])
