@@ -48,7 +48,12 @@ func (b *Backend) restartBlocked(r *request, rs []reply[grantReply]) (attempt, b
 // restartJitter spreads the waiters that a restart kept out, so that they
 // do not all try again at the same instant when the wait ends: the first
 // is granted the lock, and the others find it held and queue for it, as
-// behind any holder, rather than racing for a free lock.
+// behind any holder, rather than racing for a free lock. An eighth of the
+// wait, at most maxRestartJitter: nothing wakes such a waiter sooner.
 func restartJitter(wait time.Duration) time.Duration {
-	return mrand.N(max(wait/8, time.Millisecond))
+	return mrand.N(min(max(wait/8, time.Millisecond), maxRestartJitter))
 }
+
+// maxRestartJitter bounds restartJitter: a grant round takes a few ms, so
+// a quarter second spreads a crowd, and costs a lone waiter little.
+const maxRestartJitter = 250 * time.Millisecond
