@@ -514,7 +514,8 @@ func TestFileTrustControlSocketAnswersItsUserOnly(t *testing.T) {
 	dir := scratch(t)
 	sock, ready := filepath.Join(dir, "sock"), filepath.Join(dir, "ready")
 	a.start(nil, ready, "run", key(t), "--", "sh", "-c",
-		"umask 022; echo $LOCKRUN_CONTROL > "+sock+"; lockrun_out=$("+userBinary(t)+" fence check 2>&1); echo \"$?\" > "+ready+"; sleep 30")
+		"umask 022; echo $LOCKRUN_CONTROL > "+sock+"; lockrun_out=$("+userBinary(t)+" fence check 2>&1); "+
+			"echo \"$?\" > "+ready+".tmp; mv "+ready+".tmp "+ready+"; sleep 30") // whole once it exists: the test reads it at once
 	name, err := os.ReadFile(sock)
 	if err != nil {
 		t.Fatal(err)
