@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"time"
 
 	"github.com/lockrun/lockrun/backend"
@@ -50,13 +49,13 @@ func RunUnlocked(ctx context.Context, job Job, cause error) error {
 	if job.Clock == nil {
 		job.Clock = clock.Boot
 	}
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, forwarded...)
-	defer stopInBackground(sigs)
+	sigs := catchSignals()
+	defer sigs.stop()
 	if err := becomeSubreaper(); err != nil {
 		return err
 	}
-	return runUnlocked(ctx, job, nil, sigs, cause)
+	sigs.wait()
+	return runUnlocked(ctx, job, nil, sigs.c, cause)
 }
 
 // runUnlocked is RunUnlocked once signals are caught; proc is what was

@@ -12,7 +12,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"os/signal"
 	"time"
 
 	"github.com/lockrun/lockrun/backend"
@@ -72,9 +71,8 @@ func Run(ctx context.Context, job Job) error {
 	if job.Clock == nil {
 		job.Clock = clock.Boot
 	}
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, forwarded...)
-	defer stopInBackground(sigs)
+	sigs := catchSignals()
+	defer sigs.stop()
 
 	if err := becomeSubreaper(); err != nil {
 		return err
@@ -94,13 +92,20 @@ func Run(ctx context.Context, job Job) error {
 	if job.Acquire.Wait {
 		ctl = newControl(job, job.Log)
 	}
+	if job.Acquire.Wait || !isLocal(job.Locker) {
+		// Killed by a signal before it is caught, a run gives back what
+		// the kernel holds for it (a flock), never a server's lease nor
+		// a place in line: those wait out their TTL.
+		sigs.wait()
+	}
 	asked := time.Now() // a reported duration: wall time will do
-	g, err := acquire(ctx, job, sigs)
+	g, err := acquire(ctx, job, sigs.c)
 	job.Stats.waited(time.Since(asked))
+	sigs.wait() // before anything is logged, or started, under the lock
 	if err != nil {
 		ctl.close()
 		if job.FailOpen && FailOpenable(err) {
-			return runUnlocked(ctx, job, proc, sigs, err)
+			return runUnlocked(ctx, job, proc, sigs.c, err)
 		}
 		if proc != nil {
 			proc.abandon()
@@ -119,7 +124,7 @@ func Run(ctx context.Context, job Job) error {
 	log.Debug("lock acquired", "event", EventAcquired, "ttl", g.lease.TTL(), "took", time.Since(g.lease.Start()).Round(time.Microsecond))
 	warnSkew(log, g.lease, job.Policy.Margin)
 
-	status, why, err := runCommand(ctx, job, proc, ctl, g, sigs, log)
+	status, why, err := runCommand(ctx, job, proc, ctl, g, sigs.c, log)
 	lost := errors.Is(why, backend.ErrLost)
 	if err == nil {
 		log.Debug("command exited", "event", EventExited, "status", status, "lost", lost)

@@ -384,6 +384,21 @@ func TestSignalsAreForwarded(t *testing.T) {
 	wantExit(t, Run(t.Context(), job), 7)
 }
 
+// A run on a backend on this machine asks for its lock while the Go
+// runtime enables the signals it forwards; they are caught by the time
+// the command runs, or the command's signal would kill this test.
+func TestSignalsAreCaughtBeforeTheCommandStarts(t *testing.T) {
+	enable := enableSignals
+	t.Cleanup(func() { enableSignals = enable })
+	enableSignals = func(c chan<- os.Signal) {
+		time.Sleep(100 * time.Millisecond)
+		enable(c)
+	}
+	// Not caught, SIGUSR1 is lost (Go ignores it): the command ends with 0.
+	job := testJob(t, localFunc{memory.New()}, "trap 'exit 7' USR1; kill -USR1 $PPID; for i in $(seq 300); do sleep 0.01; done")
+	wantExit(t, Run(t.Context(), job), 7)
+}
+
 func TestCommandThatCannotStart(t *testing.T) {
 	store := memory.New()
 	job := testJob(t, store, "")
