@@ -62,7 +62,7 @@ func RunUnlocked(ctx context.Context, job Job, cause error) error {
 // prepared while waiting for the lock, if anything.
 func runUnlocked(_ context.Context, job Job, proc *process, sigs <-chan os.Signal, cause error) error {
 	if proc == nil {
-		proc = prepare(job.Watchdog, job.Clock, false)
+		proc = prepare(job.Watchdog, job.Clock, false, nil)
 	}
 	proc.answer() // the backend's: unreachable
 	job.Stats.failOpen()

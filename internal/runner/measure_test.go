@@ -25,7 +25,7 @@ func TestMeasureKillAmongManyProcesses(t *testing.T) {
 	}
 	spawnSleepers(t, n)
 	for _, contained := range []bool{false, true} {
-		p := prepare(nil, clock.Boot, false)
+		p := prepare(nil, clock.Boot, false, nil)
 		if !contained {
 			p.dropCgroup()
 		}

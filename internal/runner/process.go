@@ -76,12 +76,17 @@ var makeCgroup = newCgroup
 // the command's start once the lock is granted. With untilAnswer, the
 // watchdog waits for answer, and only the cgroup is made meanwhile: a
 // busy answer then costs a cgroup's mkdir and rmdir, never a watchdog's
-// start. A run that does not get the lock abandons them.
-func prepare(wd *watchdog.Program, clk clock.Clock, untilAnswer bool) *process {
+// start. Nothing is made before after is closed (nil: at once): a run
+// killed by a signal it has not caught yet must leave no cgroup behind.
+// A run that does not get the lock abandons them.
+func prepare(wd *watchdog.Program, clk clock.Clock, untilAnswer bool, after <-chan struct{}) *process {
 	p := &process{clock: clk, wdProg: wd, ready: make(chan struct{}), wdDied: make(chan struct{}),
 		exited: make(chan struct{}), gone: make(chan struct{}), reaped: make(chan struct{}), answered: make(chan struct{})}
 	go func() {
 		defer close(p.ready)
+		if after != nil {
+			<-after
+		}
 		if p.dropped.Load() {
 			return
 		}

@@ -87,7 +87,7 @@ func Run(ctx context.Context, job Job) error {
 	var proc *process
 	var ctl *control // the command's channel to us: checkpoints, fence checks
 	if job.Acquire.Wait || isLocal(job.Locker) {
-		proc = prepare(job.Watchdog, job.Clock, !job.Acquire.Wait)
+		proc = prepare(job.Watchdog, job.Clock, !job.Acquire.Wait, sigs.ready)
 	}
 	if job.Acquire.Wait {
 		ctl = newControl(job, job.Log)
@@ -113,7 +113,7 @@ func Run(ctx context.Context, job Job) error {
 		return err
 	}
 	if proc == nil {
-		proc = prepare(job.Watchdog, job.Clock, false)
+		proc = prepare(job.Watchdog, job.Clock, false, nil)
 	}
 	proc.answer()
 	log := job.Log.With("token", g.lease.Token().String())

@@ -92,7 +92,7 @@ func TestNoStartAfterTheTermDeadline(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "ran")
 	job := testJob(t, memory.New(), "touch "+marker)
 	job.Clock = fake
-	p := prepare(nil, fake, false)
+	p := prepare(nil, fake, false, nil)
 	fake.Advance(job.Policy.TTL) // frozen between the grant (at the fake's start) and the exec
 	err := p.start(spec{path: job.Path, argv: job.Args, files: job.Stdio[:], termAt: job.Policy.TermAt(time.Unix(1000, 0))})
 	if err != errTooLate {
@@ -107,7 +107,7 @@ func TestNoStartAfterTheTermDeadline(t *testing.T) {
 // A watchdog that died while lockrun waited for the lock is replaced when
 // the lock comes: the command does not run unguarded.
 func TestAWatchdogThatDiedWhileWaitingIsReplaced(t *testing.T) {
-	p := prepare(testWatchdog(t), clock.Boot, false)
+	p := prepare(testWatchdog(t), clock.Boot, false, nil)
 	<-p.ready // made in the background
 	if p.wd == nil {
 		t.Fatalf("prepare started no watchdog: %v", p.wdErr)

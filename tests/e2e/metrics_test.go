@@ -77,7 +77,9 @@ func TestMetricsFileRecordsEachRunAndTheLastSuccess(t *testing.T) {
 	m := readMetrics(t, prom, "nightly")
 	wantMetrics(t, "success", m, 0, 0, 0)
 	success := m["lockrun_last_success_timestamp_seconds"]
-	if ran := m["lockrun_run_seconds"]; ran < 0.2 || ran > 5 || success != m["lockrun_last_run_timestamp_seconds"] {
+	// The run's clock starts when lockrun hears that the exec is done,
+	// which on a loaded host may be milliseconds after sleep began.
+	if ran := m["lockrun_run_seconds"]; ran < 0.15 || ran > 5 || success != m["lockrun_last_run_timestamp_seconds"] {
 		t.Errorf("success: run_seconds %v (slept 0.2s), last success %v, last run %v", ran, success, m["lockrun_last_run_timestamp_seconds"])
 	}
 	if st, err := os.Stat(prom); err != nil || st.Mode().Perm() != 0o644 {
