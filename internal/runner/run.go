@@ -86,13 +86,14 @@ func Run(ctx context.Context, job Job) error {
 	// loop would load a host with them.
 	var proc *process
 	var ctl *control // the command's channel to us: checkpoints, fence checks
-	if job.Acquire.Wait || isLocal(job.Locker) {
+	local := isLocal(job.Locker)
+	if job.Acquire.Wait || local {
 		proc = prepare(job.Watchdog, job.Clock, !job.Acquire.Wait, sigs.ready)
 	}
 	if job.Acquire.Wait {
 		ctl = newControl(job, job.Log)
 	}
-	if job.Acquire.Wait || !isLocal(job.Locker) {
+	if job.Acquire.Wait || !local {
 		// Killed by a signal before it is caught, a run gives back what
 		// the kernel holds for it (a flock), never a server's lease nor
 		// a place in line: those wait out their TTL.

@@ -399,6 +399,32 @@ func TestSignalsAreCaughtBeforeTheCommandStarts(t *testing.T) {
 	wantExit(t, Run(t.Context(), job), 7)
 }
 
+// A run killed by a signal it has not caught yet leaves no cgroup
+// behind: prepare makes none until the signals are caught.
+func TestNothingIsMadeBeforeTheSignalsAreCaught(t *testing.T) {
+	made := make(chan struct{}, 1)
+	mk := makeCgroup
+	t.Cleanup(func() { makeCgroup = mk })
+	makeCgroup = func() (*cgroup, error) {
+		made <- struct{}{}
+		return nil, errors.New("no cgroup in this test")
+	}
+	caught := make(chan struct{})
+	p := prepare(nil, clock.Boot, false, caught)
+	select {
+	case <-made:
+		t.Fatal("a cgroup was made before the signals were caught")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(caught)
+	<-p.ready
+	select {
+	case <-made:
+	default:
+		t.Fatal("no cgroup was made once the signals were caught")
+	}
+}
+
 func TestCommandThatCannotStart(t *testing.T) {
 	store := memory.New()
 	job := testJob(t, store, "")
