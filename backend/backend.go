@@ -107,6 +107,12 @@ type AcquireOptions struct {
 	// Limit makes key a semaphore: up to Limit holders at once, each with
 	// its own lease and token (see LimitError). 0 and 1 are a plain lock.
 	Limit int
+	// Granting, if set, is called once a backend that keeps its locks on
+	// this machine (the file backend's plain locks) has taken the lock,
+	// before it writes and syncs the grant's record, so that the caller
+	// can ready what the grant is for beside that write. It is never
+	// called on a busy answer; the grant may still fail after it.
+	Granting func()
 }
 
 // HolderInfo is what a holder records about itself for operators. Stores

@@ -224,6 +224,9 @@ func (b *Backend) write(key string, f *os.File, o backend.AcquireOptions, start 
 	if last.Token == math.MaxUint64 {
 		return nil, 0, fmt.Errorf("%w: %s: the token counter is at its limit (%d): no higher token can be issued", backend.ErrUnavailable, f.Name(), last.Token)
 	}
+	if o.Granting != nil {
+		o.Granting()
+	}
 	r := newRecord(max(last.Token+1, backend.Token(now.UnixMicro())), o, now)
 	if err := writeState(f, r, slot); err != nil {
 		return nil, 0, fmt.Errorf("%w: writing %s: %w", backend.ErrUnavailable, f.Name(), err)

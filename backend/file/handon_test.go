@@ -2,6 +2,7 @@ package file
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -67,5 +68,45 @@ func TestReleaseTellsWhetherSomeoneWaits(t *testing.T) {
 				_ = l.Release(t.Context())
 			}
 		}
+	}
+}
+
+// Granting is called once the lock is taken and before the grant's record
+// is written (the caller starts the watchdog beside that write), and never
+// on a busy answer.
+func TestGrantingComesBeforeTheRecord(t *testing.T) {
+	b, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := b.Acquire(t.Context(), "k", opts("first"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	var seen backend.Token
+	o := opts("second")
+	o.Granting = func() {
+		calls++
+		st, err := b.Inspect(context.Background(), "k")
+		if err != nil {
+			t.Error(err)
+		}
+		seen = st.Token
+	}
+	if _, err := b.Acquire(t.Context(), "k", o); !errors.Is(err, backend.ErrHeld) || calls != 0 {
+		t.Fatalf("busy: %v, Granting called %d times; want ErrHeld, none", err, calls)
+	}
+	if err := first.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	second, err := b.Acquire(t.Context(), "k", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Release(context.Background())
+	if calls != 1 || seen != first.Token() || second.Token() <= seen {
+		t.Fatalf("Granting called %d times, saw token %v (the first's %v, the grant's %v); want once, before the grant was written",
+			calls, seen, first.Token(), second.Token())
 	}
 }
