@@ -107,11 +107,14 @@ type AcquireOptions struct {
 	// Limit makes key a semaphore: up to Limit holders at once, each with
 	// its own lease and token (see LimitError). 0 and 1 are a plain lock.
 	Limit int
-	// Granting, if set, is called once a backend that keeps its locks on
-	// this machine (the file backend's plain locks) has taken the lock,
-	// before it writes and syncs the grant's record, so that the caller
-	// can ready what the grant is for beside that write. It is never
-	// called on a busy answer; the grant may still fail after it.
+	// Granting, if set, is called by a backend that records a grant on
+	// this machine (the file backend's plain locks) once it has taken the
+	// lock and decided to grant it, before it writes and syncs the grant's
+	// record, so that the caller can ready what the grant is for beside
+	// that write. It runs on the goroutine that holds the lock: it must
+	// not block, nor touch the key. Each Acquire calls it at most once,
+	// never on a busy answer; the grant may still fail after it. (A func:
+	// AcquireOptions values do not compare with ==.)
 	Granting func()
 }
 

@@ -3,6 +3,8 @@ package file
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -73,13 +75,11 @@ func TestReleaseTellsWhetherSomeoneWaits(t *testing.T) {
 
 // Granting is called once the lock is taken and before the grant's record
 // is written (the caller starts the watchdog beside that write), and never
-// on a busy answer.
+// on a busy answer: a held flock, a minimum hold still running, a file
+// that is not lockrun's.
 func TestGrantingComesBeforeTheRecord(t *testing.T) {
-	b, err := Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, err := b.Acquire(t.Context(), "k", opts("first"))
+	dir := t.TempDir()
+	b, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,19 +94,42 @@ func TestGrantingComesBeforeTheRecord(t *testing.T) {
 		}
 		seen = st.Token
 	}
-	if _, err := b.Acquire(t.Context(), "k", o); !errors.Is(err, backend.ErrHeld) || calls != 0 {
-		t.Fatalf("busy: %v, Granting called %d times; want ErrHeld, none", err, calls)
+	busy := func(why string, wantErr error) {
+		t.Helper()
+		if _, err := b.Acquire(t.Context(), "k", o); !errors.Is(err, wantErr) || calls != 0 {
+			t.Fatalf("%s: %v, Granting called %d times; want %v, none", why, err, calls, wantErr)
+		}
 	}
+	held := opts("first")
+	held.MinHold = time.Hour
+	first, err := b.Acquire(t.Context(), "k", held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy("flock held", backend.ErrHeld)
 	if err := first.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	busy("minimum hold running", backend.ErrHeld)
+	if err := b.ReleaseHolder(t.Context(), "k", first.Token()); err != nil {
 		t.Fatal(err)
 	}
 	second, err := b.Acquire(t.Context(), "k", o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer second.Release(context.Background())
+	if err := second.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	if calls != 1 || seen != first.Token() || second.Token() <= seen {
 		t.Fatalf("Granting called %d times, saw token %v (the first's %v, the grant's %v); want once, before the grant was written",
 			calls, seen, first.Token(), second.Token())
+	}
+	if err := os.WriteFile(filepath.Join(dir, "other.lock"), []byte("not ours\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	calls = 0
+	if _, err := b.Acquire(t.Context(), "other", o); !errors.Is(err, backend.ErrPermission) || calls != 0 {
+		t.Fatalf("foreign file: %v, Granting called %d times; want ErrPermission, none", err, calls)
 	}
 }

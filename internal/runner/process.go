@@ -28,7 +28,7 @@ type process struct {
 	cgWhy    error         // why the command is not contained in a cgroup
 	ready    chan struct{} // closed once prepare's cgroup and watchdog are made
 	dropped  atomic.Bool   // abandon was called: prepare makes nothing more
-	answered chan struct{} // closed by answer: the lock came, or not
+	answered chan struct{} // closed by answer: the lock is taken, or the backend said no
 	answer1  sync.Once
 	wdProg   *watchdog.Program
 	wd       *watchdog.Link // nil without a watchdog
@@ -75,8 +75,9 @@ var makeCgroup = newCgroup
 // waiter calls it before it asks for the lock, so that none of it delays
 // the command's start once the lock is granted. With untilAnswer, the
 // watchdog waits for answer, and only the cgroup is made meanwhile: a
-// busy answer then costs a cgroup's mkdir and rmdir, never a watchdog's
-// start. Nothing is made before after is closed (nil: at once): a run
+// busy first answer then costs a cgroup's mkdir and rmdir, never a
+// watchdog's start (a grant that failed after the lock was taken, and
+// was retried, may have started one). Nothing is made before after is closed (nil: at once): a run
 // killed by a signal it has not caught yet must leave no cgroup behind.
 // A run that does not get the lock abandons them.
 func prepare(wd *watchdog.Program, clk clock.Clock, untilAnswer bool, after <-chan struct{}) *process {
@@ -108,8 +109,10 @@ func (p *process) cgroupDir() string {
 	return p.cg.dir
 }
 
-// answer tells prepare that the backend has answered: a watchdog held
-// back for the answer starts now, unless abandon came first.
+// answer tells prepare that the lock is taken (see
+// backend.AcquireOptions.Granting) or that the backend has answered: a
+// watchdog held back for the answer starts now, unless abandon came
+// first. The grant may still fail after it.
 func (p *process) answer() { p.answer1.Do(func() { close(p.answered) }) }
 
 // abandon undoes prepare when no command is to start.

@@ -80,10 +80,12 @@ func Run(ctx context.Context, job Job) error {
 	// A waiter readies the command's guards while it waits, off the
 	// hand-off path. A run on a backend on this machine makes the cgroup
 	// while it asks, and the watchdog once the lock is taken, beside the
-	// write and fdatasync of the grant's record (Granting); a run that
-	// asks a server makes both once granted. A run that does not wait so
-	// never pays for a watchdog, a Go program's start, when the lock is
-	// busy: contenders retrying in a loop would load a host with them.
+	// write and fdatasync of the grant's record (Granting, which a
+	// waiter's watchdog, started already, and a server's backend ignore);
+	// a run that asks a server makes both once granted. A run that does
+	// not wait so never pays for a watchdog, a Go program's start, when
+	// the lock is busy: contenders retrying in a loop would load a host
+	// with them.
 	var proc *process
 	var ctl *control // the command's channel to us: checkpoints, fence checks
 	local := isLocal(job.Locker)

@@ -307,6 +307,41 @@ func (f locker) Acquire(ctx context.Context, _ string, _ backend.AcquireOptions)
 	return f(ctx)
 }
 
+// grantingLocker is a local Locker that sees the options, as the file
+// backend does.
+type grantingLocker func(o backend.AcquireOptions) (backend.Lease, error)
+
+func (f grantingLocker) Acquire(_ context.Context, _ string, o backend.AcquireOptions) (backend.Lease, error) {
+	return f(o)
+}
+
+func (grantingLocker) Local() bool { return true }
+
+// On a local backend the watchdog starts once the lock is taken
+// (Granting), beside the grant's write; a write that then fails leaves no
+// watchdog behind.
+func TestWatchdogStartsWhenTheLockIsTaken(t *testing.T) {
+	var during []int
+	job := testJob(t, grantingLocker(func(o backend.AcquireOptions) (backend.Lease, error) {
+		if o.Granting != nil {
+			o.Granting()
+		}
+		for deadline := time.Now().Add(5 * time.Second); len(during) == 0 && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+			during, _ = procfs.Children(os.Getpid())
+		}
+		return nil, fmt.Errorf("%w: writing the grant: the disk is read-only", backend.ErrPermission)
+	}), "true")
+	job.Watchdog = testWatchdog(t)
+	wantExit(t, Run(t.Context(), job), backend.ErrPermission)
+	if len(during) == 0 {
+		t.Error("no watchdog started once the lock was taken")
+	}
+	if kids, _ := procfs.Children(os.Getpid()); len(kids) > 0 {
+		t.Errorf("children %v left after a grant that failed", kids)
+	}
+}
+
 func TestUnreachableBackendExits69AfterBoundedRetries(t *testing.T) {
 	calls := 0
 	job := testJob(t, locker(func(context.Context) (backend.Lease, error) {
