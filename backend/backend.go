@@ -116,6 +116,13 @@ type AcquireOptions struct {
 	// never on a busy answer; the grant may still fail after it. (A func:
 	// AcquireOptions values do not compare with ==.)
 	Granting func()
+	// StartWithin, if positive, lets a waiter's lease count from the last
+	// restart of its TTL before its turn (its grant, or a renewal while it
+	// waited) when that was sent at most StartWithin before the turn,
+	// instead of restarting the TTL once more at the turn: a backend that
+	// keeps a waiter's lease alive while it waits (etcd) then spares the
+	// hand-off a request. Lease.Start says which; 0 always restarts.
+	StartWithin time.Duration
 }
 
 // HolderInfo is what a holder records about itself for operators. Stores

@@ -143,3 +143,95 @@ func TestWaiterThatGivesUpLeavesNoEntry(t *testing.T) {
 		t.Errorf("queue right after the waiter gave up: %v, want the holder's entry alone", n)
 	}
 }
+
+// At a waiter's turn the queue is read as it was at the revision the
+// watch saw the entry ahead deleted at; a revision the member cannot serve
+// (not reached yet, or compacted) falls back to the linearizable read.
+func TestPredecessorAtTheDeletionsRevision(t *testing.T) {
+	srv := etcdtest.Start(t)
+	b, c, key := openTest(t, srv.URL()), srv.Client(t), backendtest.Key(t)
+	ctx := t.Context()
+	queue := func(holder string) *entry {
+		t.Helper()
+		e, err := b.grant(ctx, key, time.Minute)
+		if err == nil {
+			_, err = b.enqueue(ctx, &e, opts(holder, true), true)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &e
+	}
+	del := func(name string) int64 {
+		t.Helper()
+		resp, err := c.Delete(ctx, name)
+		if err != nil || resp.Deleted != 1 {
+			t.Fatalf("deleting %s: %v, %v", name, resp, err)
+		}
+		return resp.Header.Revision
+	}
+	want := func(rev int64, e *entry, wantPrev *entry) {
+		t.Helper()
+		prev, prevRev, err := b.predecessorAt(ctx, e, rev)
+		if wantPrev == nil && (err != nil || prev != "") || wantPrev != nil && (err != nil || prev != wantPrev.name || prevRev != wantPrev.rev) {
+			t.Fatalf("at revision %d: predecessor %q (%d), %v; want %v", rev, prev, prevRev, err, wantPrev)
+		}
+	}
+	h, w1, w2 := queue("h"), queue("w1"), queue("w2")
+	gaveUp := del(w1.name) // w1 leaves while h holds
+	want(gaveUp, w2, h)
+	want(gaveUp-1, w2, w1)
+	want(gaveUp+100, w2, h) // in the future: read now
+	released := del(h.name)
+	want(released, w2, nil)
+	if _, err := c.Compact(ctx, released); err != nil {
+		t.Fatal(err)
+	}
+	want(gaveUp-1, w2, nil) // compacted: read now, not w1
+	gone := del(w2.name)
+	if _, _, err := b.predecessorAt(ctx, w2, gone); !errors.Is(err, errEvicted) {
+		t.Fatalf("own entry gone at revision %d: %v, want errEvicted", gone, err)
+	}
+}
+
+// A waiter whose TTL restarted within StartWithin of its turn counts its
+// lease from that restart, and sends no keep-alive at the turn; with
+// StartWithin 0 the turn restarts the TTL, after the release.
+func TestTurnSoonAfterARestartSendsNoKeepAlive(t *testing.T) {
+	srv := etcdtest.Start(t)
+	b := openTest(t, srv.URL())
+	for _, within := range []time.Duration{time.Minute, 0} {
+		key := backendtest.Key(t) + fmt.Sprint(within > 0)
+		h := backendtest.MustAcquire(t, b, key, opts("h", false))
+		o := opts("w", true)
+		o.StartWithin = within
+		asked := time.Now()
+		got := make(chan backend.Lease, 1)
+		go func() {
+			l, err := b.Acquire(t.Context(), key, o)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+		waitQueued(t, srv.Client(t), key, 2)
+		released := time.Now()
+		if err := h.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		l := <-got
+		if l == nil {
+			t.FailNow()
+		}
+		start := l.Start()
+		if within > 0 && !(start.After(asked) && start.Before(released)) {
+			t.Errorf("StartWithin %v: lease starts %v after the ask, the release came %v after it; want the grant's send time", within, start.Sub(asked), released.Sub(asked))
+		}
+		if within == 0 && start.Before(released) {
+			t.Errorf("StartWithin 0: lease starts %v before the release; want the turn's keep-alive", released.Sub(start))
+		}
+		if err := l.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

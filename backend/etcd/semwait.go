@@ -28,7 +28,7 @@ func (b *Backend) waitSlot(ctx context.Context, e *entry, limit int) (*lease, er
 	kept := make(chan struct{})
 	go func() {
 		defer close(kept)
-		b.keepQueued(wctx, e, evict)
+		b.keepQueued(wctx, e, nil, evict)
 	}()
 	r, err := b.waitFewer(wctx, e, limit, func() *renewal { return b.renew(ctx, e) })
 	evict(nil)

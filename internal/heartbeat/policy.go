@@ -153,6 +153,11 @@ func (p Policy) life() time.Duration {
 // Deadline is the local deadline D for a lease last renewed at sent.
 func (p Policy) Deadline(sent time.Time) time.Time { return sent.Add(p.life()) }
 
+// StartSlack is how long after its request was sent a lease can still
+// start a command with at least one heartbeat left before its term
+// deadline: the age at which a grant is too late to use.
+func (p Policy) StartSlack() time.Duration { return p.life() - p.Margin - p.Grace - p.Interval }
+
 // TermAt is when the holder must be told to stop if nothing was renewed
 // after sent.
 func (p Policy) TermAt(sent time.Time) time.Time { return p.KillAt(sent).Add(-p.Grace) }

@@ -91,7 +91,7 @@ const waitedLong = 5 * time.Second
 // the command then would only be to kill it.
 func fresh(ctx context.Context, job Job, g grant) error {
 	now := job.Clock.Now()
-	if left := job.Policy.TermAt(g.sent).Sub(now); left >= job.Policy.Interval {
+	if now.Sub(g.sent) <= job.Policy.StartSlack() {
 		return nil
 	}
 	giveBack(ctx, g.lease)

@@ -96,6 +96,9 @@ func Run(ctx context.Context, job Job) error {
 	if job.Acquire.Wait {
 		ctl = newControl(job, job.Log)
 	}
+	// A waiter's lease may count from a restart of its TTL half the
+	// slack old (see fresh), the other half left for the turn itself.
+	job.Acquire.StartWithin = job.Policy.StartSlack() / 2
 	if job.Acquire.Wait || !local {
 		// Killed by a signal before it is caught, a run gives back what
 		// the kernel holds for it (a flock), never a server's lease nor
