@@ -74,7 +74,10 @@ func (b *Backend) waitTurn(ctx context.Context, e *entry, o backend.AcquireOptio
 		}
 	}
 	last := &restart{at: e.start, ttl: e.ttl}
-	recent := func() bool { at, _ := last.get(); return time.Since(at) <= o.StartWithin }
+	recent := func() bool {
+		at, _ := last.get()
+		return o.StartWithin > 0 && time.Since(at) <= o.StartWithin
+	}
 	wctx, evict := context.WithCancelCause(ctx)
 	kept := make(chan struct{})
 	go func() {
@@ -240,12 +243,13 @@ func (b *Backend) waitPredecessors(ctx context.Context, e *entry, renew func() *
 // it), it is predecessor. The read is serializable: the member serves it
 // from its own store, where a linearizable read first waits for a round
 // of etcd's raft loop, which the release that woke the waiter keeps busy
-// (its write-ahead log's fsync). It proves what the linearizable read
-// would: an entry is never created older than e, so once none is older at
-// rev none ever is again, and e's own entry was there at rev. What
-// happens to e after rev is for the lease's renewals and the holder's
-// watch of its entry from its creation (lease.Started) to see, as after
-// any read.
+// (its write-ahead log's fsync). It proves that the turn has come: an
+// entry is never created older than e, so once none is older at rev none
+// ever is again. It proves that e's entry was there at rev, where the
+// linearizable read proved it there a moment later: an entry deleted by
+// hand, or whose lease was revoked, in between is for the holder's watch
+// of its entry from its creation (lease.Started) and its renewals to see,
+// as one deleted just after any read is.
 func (b *Backend) predecessorAt(ctx context.Context, e *entry, rev int64) (string, int64, error) {
 	if rev == 0 {
 		return b.predecessor(ctx, e)

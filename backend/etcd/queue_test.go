@@ -12,6 +12,7 @@ import (
 	"github.com/lockrun/lockrun/backend"
 	"github.com/lockrun/lockrun/internal/backendtest"
 	"github.com/lockrun/lockrun/internal/etcdtest"
+	"github.com/lockrun/lockrun/internal/netproxy"
 )
 
 func opts(holder string, wait bool) backend.AcquireOptions {
@@ -233,5 +234,56 @@ func TestTurnSoonAfterARestartSendsNoKeepAlive(t *testing.T) {
 		if err := l.Release(t.Context()); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// keepQueued notes a renewal as the waiting lease's last restart only once
+// it succeeded, and at its send time: an answer that comes late counts
+// from before the request went out, and a renewal that fails is no
+// restart at all.
+func TestKeepQueuedNotesRenewalsThatSucceededAtTheirSendTime(t *testing.T) {
+	srv := etcdtest.Start(t)
+	p := netproxy.Start(t, srv.Addr())
+	b := openTest(t, "etcd://"+p.Addr()+"?request_timeout=150ms")
+	e, err := b.grant(t.Context(), backendtest.Key(t), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := &restart{at: e.start, ttl: e.ttl}
+	ctx, stop := context.WithCancelCause(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.keepQueued(ctx, &e, last, stop)
+	}()
+	defer func() { stop(nil); <-done }()
+
+	const late = 100 * time.Millisecond
+	p.SetLatency(netproxy.Down, late)
+	var at, seen time.Time
+	for deadline := time.Now().Add(5 * e.ttl); ; time.Sleep(time.Millisecond) {
+		if at, _ = last.get(); at != e.start {
+			seen = time.Now()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no renewal noted")
+		}
+	}
+	if seen.Sub(at) < late {
+		t.Errorf("a renewal answered %v late was noted %v before it was seen: want its send time", late, seen.Sub(at))
+	}
+	p.SetLatency(netproxy.Down, 0)
+
+	p.Hold(netproxy.Up) // the next renewal gets no answer within its timeout
+	time.Sleep(50 * time.Millisecond)
+	before, _ := last.get()
+	time.Sleep(e.ttl/3 + 300*time.Millisecond)
+	if now, _ := last.get(); !now.Equal(before) {
+		t.Errorf("a renewal that failed was noted as a restart (%v after the last)", now.Sub(before))
+	}
+	p.Heal()
+	if ctx.Err() != nil {
+		t.Fatalf("the wait ended: %v", context.Cause(ctx))
 	}
 }

@@ -20,9 +20,10 @@ import (
 // thus wakes the first waiter alone, and a grant the next one alone.
 
 // waitSlot waits until fewer than limit entries are older than e's, then
-// returns its lease, as waitTurn does for a plain lock: the lease is
-// renewed while it waits, and one more keep-alive, sent beside the read
-// that makes sure the slot is free, starts the holder's deadline.
+// returns its lease: the lease is renewed while it waits, and one more
+// keep-alive, sent beside the linearizable read that makes sure the slot
+// is free, starts the holder's deadline (a plain lock's waitTurn may
+// count from an earlier renewal instead).
 func (b *Backend) waitSlot(ctx context.Context, e *entry, limit int) (*lease, error) {
 	wctx, evict := context.WithCancelCause(ctx)
 	kept := make(chan struct{})

@@ -96,9 +96,13 @@ func Run(ctx context.Context, job Job) error {
 	if job.Acquire.Wait {
 		ctl = newControl(job, job.Log)
 	}
-	// A waiter's lease may count from a restart of its TTL half the
-	// slack old (see fresh), the other half left for the turn itself.
-	job.Acquire.StartWithin = job.Policy.StartSlack() / 2
+	// A waiter's lease may count from a restart of its TTL (a renewal
+	// while it waited) instead of one at its turn, if that restart is at
+	// most a third of an interval old: the first renewal then still comes
+	// two thirds of an interval after the turn, the deadlines at most a
+	// third of an interval sooner, and the grant is far from too late to
+	// use (see fresh; half its slack at most, for tight policies).
+	job.Acquire.StartWithin = min(job.Policy.StartSlack()/2, job.Policy.Interval/3)
 	if job.Acquire.Wait || !local {
 		// Killed by a signal before it is caught, a run gives back what
 		// the kernel holds for it (a flock), never a server's lease nor
