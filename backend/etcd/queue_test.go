@@ -262,7 +262,7 @@ func TestKeepQueuedNotesRenewalsThatSucceededAtTheirSendTime(t *testing.T) {
 	p.SetLatency(netproxy.Down, late)
 	var at, seen time.Time
 	for deadline := time.Now().Add(5 * e.ttl); ; time.Sleep(time.Millisecond) {
-		if at, _ = last.get(); at != e.start {
+		if at, _ = last.get(); !at.Equal(e.start) {
 			seen = time.Now()
 			break
 		}
