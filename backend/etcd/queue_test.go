@@ -199,40 +199,18 @@ func TestPredecessorAtTheDeletionsRevision(t *testing.T) {
 // lease from that restart, and sends no keep-alive at the turn; with
 // StartWithin 0 the turn restarts the TTL, after the release.
 func TestTurnSoonAfterARestartSendsNoKeepAlive(t *testing.T) {
-	srv := etcdtest.Start(t)
-	b := openTest(t, srv.URL())
 	for _, within := range []time.Duration{time.Minute, 0} {
-		key := backendtest.Key(t) + fmt.Sprint(within > 0)
-		h := backendtest.MustAcquire(t, b, key, opts("h", false))
 		o := opts("w", true)
 		o.StartWithin = within
 		asked := time.Now()
-		got := make(chan backend.Lease, 1)
-		go func() {
-			l, err := b.Acquire(t.Context(), key, o)
-			if err != nil {
-				t.Error(err)
-			}
-			got <- l
-		}()
-		waitQueued(t, srv.Client(t), key, 2)
-		released := time.Now()
-		if err := h.Release(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		l := <-got
-		if l == nil {
-			t.FailNow()
-		}
+		_, _, l, released := turnAfterWait(t, o)
 		start := l.Start()
 		if within > 0 && !(start.After(asked) && start.Before(released)) {
-			t.Errorf("StartWithin %v: lease starts %v after the ask, the release came %v after it; want the grant's send time", within, start.Sub(asked), released.Sub(asked))
+			t.Errorf("StartWithin %v: lease starts %v after the ask, the release came %v after it; want the grant's send time",
+				within, start.Sub(asked), released.Sub(asked))
 		}
 		if within == 0 && start.Before(released) {
 			t.Errorf("StartWithin 0: lease starts %v before the release; want the turn's keep-alive", released.Sub(start))
-		}
-		if err := l.Release(t.Context()); err != nil {
-			t.Fatal(err)
 		}
 	}
 }
