@@ -63,13 +63,12 @@ func parseURL(u *url.URL) (settings, error) {
 	}
 	s := settings{table: pgx.Identifier{defaultSchema, defaultTable}, create: true}
 	rest := *u
-	q := rest.Query()
-	for name, vals := range q {
-		if !strings.HasPrefix(name, "lockrun_") {
-			continue
-		}
-		var err error
-		switch v := vals[len(vals)-1]; name {
+	q, pgxQuery, err := splitQuery(u.RawQuery)
+	if err != nil {
+		return settings{}, fmt.Errorf("%w: %v", backend.ErrInvalidURL, err)
+	}
+	for name, v := range q {
+		switch name {
 		case ParamTable:
 			s.table, err = parseTable(v)
 		case ParamCreateTable:
@@ -80,16 +79,41 @@ func parseURL(u *url.URL) (settings, error) {
 		if err != nil {
 			return settings{}, fmt.Errorf("%w: %s: %v", backend.ErrInvalidURL, name, err)
 		}
-		q.Del(name)
 	}
-	rest.RawQuery = q.Encode()
+	rest.RawQuery = pgxQuery
 	cfg, err := pgx.ParseConfig(rest.String())
 	if err != nil {
 		return settings{}, fmt.Errorf("%w: %v", backend.ErrInvalidURL, err)
 	}
-	configure(cfg, q)
+	configure(cfg, rest.Query())
 	s.conn = cfg
 	return s, nil
+}
+
+// splitQuery takes lockrun's parameters (the last of each name wins) out
+// of a URL's raw query and returns the rest as it was written: pgx, like
+// libpq, reads a plus sign as itself, so the rest is not decoded and
+// encoded again, which would turn every %20 into a plus. lockrun's values
+// are decoded as pgx decodes, a plus staying a plus.
+func splitQuery(raw string) (lockrun map[string]string, rest string, err error) {
+	lockrun = map[string]string{}
+	var kept []string
+	for _, part := range strings.Split(raw, "&") {
+		name, value, _ := strings.Cut(part, "=")
+		if name, err = url.PathUnescape(name); err != nil {
+			return nil, "", err
+		}
+		if !strings.HasPrefix(name, "lockrun_") {
+			if part != "" {
+				kept = append(kept, part)
+			}
+			continue
+		}
+		if lockrun[name], err = url.PathUnescape(value); err != nil {
+			return nil, "", fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return lockrun, strings.Join(kept, "&"), nil
 }
 
 // parseTable reads "table" or "schema.table". Any name is allowed, since it

@@ -53,9 +53,16 @@ func WithParam(t testing.TB, raw, name, value string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := u.Query()
-	q.Set(name, value)
-	u.RawQuery = q.Encode()
+	// The other parameters are kept as written, and the value is
+	// percent-encoded with a space as %20: libpq and pgx read a plus sign
+	// as itself, not as the space url.Values would make of it.
+	kept := []string{url.QueryEscape(name) + "=" + strings.ReplaceAll(url.QueryEscape(value), "+", "%20")}
+	for _, part := range strings.Split(u.RawQuery, "&") {
+		if k, _, _ := strings.Cut(part, "="); part != "" && k != url.QueryEscape(name) {
+			kept = append(kept, part)
+		}
+	}
+	u.RawQuery = strings.Join(kept, "&")
 	return u.String()
 }
 
