@@ -38,13 +38,10 @@ func newConns(cfg *pgx.ConnConfig) *conns {
 
 // get returns an idle session, or connects a new one under ctx.
 func (p *conns) get(ctx context.Context) (*pgx.Conn, error) {
-	p.mu.Lock()
-	if n := len(p.idle); n > 0 {
-		c := p.idle[n-1]
-		p.idle = p.idle[:n-1]
-		p.mu.Unlock()
+	if c := p.idleOne(); c != nil {
 		return c, nil
 	}
+	p.mu.Lock()
 	cfg := p.cfg
 	if p.noTLS {
 		cfg = p.plain
@@ -57,6 +54,19 @@ func (p *conns) get(ctx context.Context) (*pgx.Conn, error) {
 		p.mu.Unlock()
 	}
 	return c, err
+}
+
+// idleOne returns the session put back last, or nil if none is idle.
+func (p *conns) idleOne() *pgx.Conn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(p.idle)
+	if n == 0 {
+		return nil
+	}
+	c := p.idle[n-1]
+	p.idle = p.idle[:n-1]
+	return c
 }
 
 // learn asks the server behind c, idle, whether it has TLS, once, if a

@@ -31,7 +31,8 @@ type lease struct {
 	semaphore bool
 
 	mu       sync.Mutex
-	leftover *leftover // a wait's, until tidied (see Started)
+	leftover *leftover     // a wait's, until tidied (see Started)
+	settled  chan struct{} // closed once tidied and warmed; nil before (see settle)
 }
 
 func (l *lease) Token() backend.Token { return l.token }

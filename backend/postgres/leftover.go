@@ -34,12 +34,78 @@ const tidyDelay = 5 * time.Millisecond
 // waiter away from the front no longer than this.
 const tidyLimit = time.Second
 
-// Started tidies up after the wait, tidyDelay after the command's exec.
-// A lease not told tidies up at its first renewal, its release, or
-// tidyLimit after the grant, whichever comes first.
-func (l *lease) Started() {
-	if l.hasLeftover() {
-		time.AfterFunc(tidyDelay, func() { l.tidy(context.Background(), false) })
+// Started settles the lease tidyDelay after the command's exec: it tidies
+// up after the wait and warms the release's session (see settle). A lease
+// not told tidies up at its first renewal, its release, or tidyLimit
+// after the grant, whichever comes first, and is not warmed.
+func (l *lease) Started() { time.AfterFunc(tidyDelay, l.settle) }
+
+// settle tidies up after the wait, if there was one, and runs the release
+// statement once, changing nothing (see warm), on the session the release
+// will use: the one it listened on, or the one it was granted on. A
+// server process runs a statement it has not run before a millisecond
+// slower than after (its catalog caches fill then: 1.4 against 0.35 ms
+// for the release on a quiet host), and the release is on the hand-off's
+// path, where this is not. The lease's statements wait for it to end.
+func (l *lease) settle() {
+	done := make(chan struct{})
+	defer close(done)
+	lo, ok := l.claim(done)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), unlistenTimeout)
+	defer cancel()
+	var c *pgx.Conn
+	if lo != nil {
+		l.b.pending.remove(l)
+		l.b.leaveQueue(lo.queue, lo.tx)
+		if !l.b.stopListening(ctx, lo.listener) {
+			return
+		}
+		c = lo.listener
+	} else if c = l.b.conns.idleOne(); c == nil {
+		return
+	}
+	l.warm(ctx, c)
+	l.b.conns.put(c)
+}
+
+// warm runs l's release statement on c for the empty key, which no row
+// has: the statement matches nothing, so it notifies no one and takes no
+// lock. Errors are left to the real release to meet.
+func (l *lease) warm(ctx context.Context, c *pgx.Conn) {
+	sql := l.b.sql.release
+	if l.semaphore {
+		sql = l.b.sql.semRelease
+	}
+	_, _ = c.Exec(ctx, sql, "", "", l.token, channel(l.b.table, ""), int64(0), int64(0))
+}
+
+// claim makes the caller the one to settle l, once, and hands it the
+// wait's leftover: nil if none, and ok false if settling was claimed
+// before. done is closed when the caller has settled.
+func (l *lease) claim(done chan struct{}) (lo *leftover, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.settled != nil {
+		return nil, false
+	}
+	l.settled = done
+	lo, l.leftover = l.leftover, nil
+	return lo, true
+}
+
+// awaitSettled returns once l has settled, if it began to, or ctx ends.
+func (l *lease) awaitSettled(ctx context.Context) {
+	l.mu.Lock()
+	ch := l.settled
+	l.mu.Unlock()
+	if ch != nil {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		}
 	}
 }
 
@@ -53,26 +119,18 @@ func (l *lease) leave(lo *leftover) {
 	time.AfterFunc(tidyLimit, func() { l.tidy(context.Background(), false) })
 }
 
-// takeLeftover returns l's leftover, once.
-func (l *lease) takeLeftover() *leftover {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	lo := l.leftover
-	l.leftover = nil
-	return lo
-}
-
-func (l *lease) hasLeftover() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.leftover != nil
-}
-
-// tidy ends the wait's leftover, once: it leaves the line in the
-// background and stops listening, in the background too unless now, for a
-// statement about to run that should reuse the listening session.
+// tidy ends the wait's leftover, unless l settled or began to (it then
+// waits for that): it leaves the line in the background and stops
+// listening, in the background too unless now, for a statement about to
+// run that should reuse the listening session.
 func (l *lease) tidy(ctx context.Context, now bool) {
-	lo := l.takeLeftover()
+	done := make(chan struct{})
+	defer close(done)
+	lo, ok := l.claim(done)
+	if !ok {
+		l.awaitSettled(ctx)
+		return
+	}
 	if lo == nil {
 		return
 	}
@@ -84,6 +142,9 @@ func (l *lease) tidy(ctx context.Context, now bool) {
 		l.b.unlisten(lo.listener)
 	}
 }
+
+// closed is a channel closed already.
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // leftovers are the leases whose leftover is not tidied up yet, for Close.
 type leftovers struct {
@@ -114,7 +175,7 @@ func (p *leftovers) close() {
 	p.leases = nil
 	p.mu.Unlock()
 	for l := range leases {
-		if lo := l.takeLeftover(); lo != nil {
+		if lo, _ := l.claim(closed); lo != nil {
 			discard(lo.queue)
 			discard(lo.listener)
 		}

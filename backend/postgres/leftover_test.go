@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,7 +137,93 @@ func TestCloseEndsTheWaitsLeftover(t *testing.T) {
 	if g, _ := queueOf(t, b, "k"); g != 0 {
 		t.Error("the line's head is still held after Close")
 	}
-	if l.(*lease).hasLeftover() {
+	if leftoverOf(l) != nil {
 		t.Error("the lease still has its leftover after Close")
 	}
+}
+
+func leftoverOf(l backend.Lease) *leftover {
+	ll := l.(*lease)
+	ll.mu.Lock()
+	defer ll.mu.Unlock()
+	return ll.leftover
+}
+
+// Once its command runs, a lease runs its release statement once, to no
+// effect, on the session that the release will use (see settle): the
+// release, on the hand-off's path, then runs on a server process whose
+// caches hold what it needs. A waiter's queue session is closed, so the
+// one it listened on is that session.
+func TestStartedWarmsTheReleaseSession(t *testing.T) {
+	for _, waited := range []bool{false, true} {
+		name := map[bool]string{false: "granted at once", true: "granted after a wait"}[waited]
+		t.Run(name, func(t *testing.T) {
+			raw := pgtest.Isolated(t, pgtest.Shared())
+			b := open(t, raw)
+			var l backend.Lease
+			var err error
+			if waited {
+				holder, err := open(t, raw).Acquire(t.Context(), "k", lineOpts("holder"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := waitFor(t, b, "k", lineOpts("waiter"))
+				until(t, "the waiter at the front", func() bool { g, _ := queueOf(t, b, "k"); return g == 1 })
+				if err := holder.Release(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				l = granted(t, got)
+			} else if l, err = b.Acquire(t.Context(), "k", lineOpts("holder")); err != nil {
+				t.Fatal(err)
+			}
+			backend.Started(l)
+			until(t, "the lease settled", func() bool {
+				ll := l.(*lease)
+				ll.mu.Lock()
+				defer ll.mu.Unlock()
+				return ll.settled != nil
+			})
+			l.(*lease).awaitSettled(t.Context())
+			pids := idlePIDs(b)
+			if len(pids) != 1 {
+				t.Fatalf("%d idle sessions once settled; want 1, the release's", len(pids))
+			}
+			// pg_stat_activity keeps the statement's first kilobyte.
+			if q := lastQuery(t, b, pids[0]); len(q) < 100 || !strings.HasPrefix(b.sql.release, q) {
+				t.Errorf("the idle session last ran %.60q; want the release statement", q)
+			}
+			if err := l.Release(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if after := idlePIDs(b); len(after) != 1 || after[0] != pids[0] {
+				t.Errorf("released on sessions %v; want the warmed one, %d", after, pids[0])
+			}
+		})
+	}
+}
+
+// idlePIDs are the server processes of b's idle sessions.
+func idlePIDs(b *Backend) []uint32 {
+	b.conns.mu.Lock()
+	defer b.conns.mu.Unlock()
+	var pids []uint32
+	for _, c := range b.conns.idle {
+		pids = append(pids, c.PgConn().PID())
+	}
+	return pids
+}
+
+// lastQuery is the statement server process pid ran last.
+func lastQuery(t *testing.T, b *Backend, pid uint32) string {
+	t.Helper()
+	c, err := pgx.ConnectConfig(t.Context(), b.conns.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	var q string
+	if err := c.QueryRow(t.Context(), "SELECT query FROM pg_stat_activity WHERE pid = $1", int32(pid)).Scan(&q); err != nil {
+		t.Fatal(err)
+	}
+	return q
 }

@@ -15,6 +15,8 @@ var (
 	createSQL string
 	//go:embed sql/acquire.sql
 	acquireSQL string
+	//go:embed sql/take.sql
+	takeSQL string
 	//go:embed sql/renew.sql
 	renewSQL string
 	//go:embed sql/release.sql
@@ -45,8 +47,8 @@ var (
 // filled in. Identifiers cannot be bound as parameters, so the name is
 // spliced, always through pgx.Identifier's quoting, and only the name.
 type statements struct {
-	create, acquire, renew, release, forceRelease, inspect string
-	upgrade, list                                          string
+	create, acquire, take, renew, release, forceRelease, inspect string
+	upgrade, list                                                string
 	// A semaphore's statements; see sql/sem_acquire.sql.
 	semAcquire, semRenew, semRelease, releaseHolder string
 	revoke                                          string // see sql/revoke.sql
@@ -68,6 +70,7 @@ func newStatements(table pgx.Identifier) statements {
 	return statements{
 		create:         fill(createSQL),
 		acquire:        fill(acquireSQL),
+		take:           fill(takeSQL),
 		renew:          fill(renewSQL),
 		release:        fill(releaseSQL),
 		forceRelease:   fill(forceReleaseSQL),

@@ -92,13 +92,15 @@ func (b *Backend) enqueue(ctx context.Context, c *pgx.Conn, key string, patience
 }
 
 // leaveQueue ends the queue transaction in the background, which lets the
-// next waiter to the front; the caller's lease is not kept waiting.
+// next waiter to the front; the caller's lease is not kept waiting. The
+// session is closed then, not pooled: a holder needs one, and the one it
+// listened on has run the lease's statements, where this one has not.
 func (b *Backend) leaveQueue(c *pgx.Conn, tx pgx.Tx) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), statementTimeout)
 		defer cancel()
 		_ = tx.Rollback(ctx)
-		b.conns.put(c) // closed when the rollback failed
+		discard(c)
 	}()
 }
 
@@ -126,13 +128,15 @@ func (b *Backend) front(ctx context.Context, key string, o backend.AcquireOption
 	return l, c, nil
 }
 
-// listenAndTry is front's wait on c, its listening session.
+// listenAndTry is front's wait on c, its listening session. Woken by a
+// release, a plain lock's waiter tries with take.sql first.
 func (b *Backend) listenAndTry(ctx context.Context, c *pgx.Conn, key string, o backend.AcquireOptions) (*lease, error) {
 	if err := b.listen(ctx, c, key); err != nil {
 		return nil, b.waitFail(ctx, key, b.fail(fmt.Sprintf("waiting for lock %q", key), err))
 	}
+	try := b.tryBounded
 	for {
-		l, err := b.tryBounded(ctx, c, key, o)
+		l, err := try(ctx, c, key, o)
 		var held *backend.HeldError
 		if !errors.As(err, &held) {
 			if err != nil {
@@ -140,10 +144,39 @@ func (b *Backend) listenAndTry(ctx context.Context, c *pgx.Conn, key string, o b
 			}
 			return l, nil
 		}
-		if err := sleep(ctx, c, nextFree(held.Status)); err != nil {
+		notified, err := sleep(ctx, c, nextFree(held.Status))
+		if err != nil {
 			return nil, b.waitFail(ctx, key, b.fail(fmt.Sprintf("waiting for lock %q", key), err))
 		}
+		try = b.tryBounded
+		if notified && o.EffectiveLimit() == 1 {
+			try = b.takeBounded
+		}
 	}
+}
+
+// takeBounded takes the lock with take.sql, the hand-off's statement,
+// within statementTimeout, and asks acquire.sql when that finds the lock
+// not free: acquire.sql names the holder, or takes a row (or creates a
+// table) that is gone.
+// Like tryAcquire, it must run outside any transaction block.
+func (b *Backend) takeBounded(ctx context.Context, c *pgx.Conn, key string, o backend.AcquireOptions) (*lease, error) {
+	ctx, cancel := context.WithTimeout(ctx, statementTimeout)
+	defer cancel()
+	ttl := roundUp(o.TTL)
+	var token backend.Token
+	var server int64
+	start := time.Now()
+	err := c.QueryRow(ctx, b.sql.take, key, o.Holder, o.RunID, ttl.Microseconds(), encodeInfo(o.Info)).Scan(&token, &server)
+	end := time.Now()
+	switch {
+	case errors.Is(err, pgx.ErrNoRows) || isMissingTable(err):
+		return b.tryAcquire(ctx, c, key, o)
+	case err != nil:
+		return nil, tokenRange(err)
+	}
+	skew := backend.Skew(start, end, time.UnixMicro(server))
+	return &lease{b: b, key: key, runID: o.RunID, token: token, ttl: ttl, start: start, skew: skew, minHold: o.MinHold}, nil
 }
 
 // nextFree is how long until a holder of the key that st describes can
@@ -185,30 +218,40 @@ const unlistenTimeout = time.Second
 func (b *Backend) unlisten(c *pgx.Conn) { go b.unlistenNow(context.Background(), c) }
 
 // unlistenNow ends c's LISTEN and returns it to the pool, where the
-// lease's release or renewal finds it instead of connecting again. It
-// takes at most unlistenTimeout of ctx: a session that died unnoticed
-// must leave the statement that follows most of its time.
+// lease's release or renewal finds it instead of connecting again.
 func (b *Backend) unlistenNow(ctx context.Context, c *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(ctx, unlistenTimeout)
+	defer cancel()
+	if b.stopListening(ctx, c) {
+		b.conns.put(c)
+	}
+}
+
+// stopListening ends c's LISTEN within at most unlistenTimeout of ctx (a
+// session that died unnoticed must leave the statement that follows most
+// of its time), and tells whether c is still usable: if not, it is closed.
+func (b *Backend) stopListening(ctx context.Context, c *pgx.Conn) bool {
 	ctx, cancel := context.WithTimeout(ctx, unlistenTimeout)
 	defer cancel()
 	if _, err := c.Exec(ctx, "UNLISTEN *"); err != nil {
 		discard(c)
-		return
+		return false
 	}
-	b.conns.put(c)
+	return true
 }
 
 // sleep waits on c for a notification, or until left has passed: the
-// holder's lease can have expired by then. A notification that came while
-// a statement ran was buffered by pgx and ends the sleep at once.
-func sleep(ctx context.Context, c *pgx.Conn, left time.Duration) error {
+// holder's lease can have expired by then. It tells which came: a
+// notification that came while a statement ran was buffered by pgx and
+// ends the sleep at once.
+func sleep(ctx context.Context, c *pgx.Conn, left time.Duration) (notified bool, err error) {
 	wctx, cancel := context.WithTimeout(ctx, max(left, time.Millisecond))
 	defer cancel()
-	_, err := c.WaitForNotification(wctx)
+	_, err = c.WaitForNotification(wctx)
 	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
-		return nil // the holder's expiry; pgx keeps the session usable
+		return false, nil // the holder's expiry; pgx keeps the session usable
 	}
-	return err
+	return err == nil, err
 }
 
 // waitFail is err, or the reason ctx ended when it did: the caller gave up
