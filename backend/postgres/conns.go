@@ -26,6 +26,7 @@ type conns struct {
 	mu     sync.Mutex
 	idle   []*pgx.Conn
 	closed bool
+	users  sync.WaitGroup // see enter
 	unsure bool // a session with cfg ended in plaintext: see learn
 	asked  bool // learn asked the server whether it has TLS
 	noTLS  bool // it has none: use plain
@@ -115,7 +116,23 @@ func (p *conns) put(c *pgx.Conn) {
 	}
 }
 
-// close closes every idle session; sessions in use are closed when put.
+// enter registers work in the background that close must wait for (it
+// may hold a session close would not find idle); false once closed.
+// leave ends it.
+func (p *conns) enter() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.users.Add(1)
+	return true
+}
+
+func (p *conns) leave() { p.users.Done() }
+
+// close closes every idle session, and waits for the work registered
+// with enter; sessions in use are closed when put.
 func (p *conns) close() {
 	p.mu.Lock()
 	idle := p.idle
@@ -124,6 +141,7 @@ func (p *conns) close() {
 	for _, c := range idle {
 		discard(c)
 	}
+	p.users.Wait()
 }
 
 // discard closes c without waiting long for a server that may be gone.

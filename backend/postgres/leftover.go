@@ -46,7 +46,8 @@ func (l *lease) Started() { time.AfterFunc(tidyDelay, l.settle) }
 // server process runs a statement it has not run before a millisecond
 // slower than after (its catalog caches fill then: 1.4 against 0.35 ms
 // for the release on a quiet host), and the release is on the hand-off's
-// path, where this is not. The lease's statements wait for it to end.
+// path, where this is not. The lease's statements wait for it to end, and
+// so does the backend's Close.
 func (l *lease) settle() {
 	done := make(chan struct{})
 	defer close(done)
@@ -54,6 +55,14 @@ func (l *lease) settle() {
 	if !ok {
 		return
 	}
+	if !l.b.conns.enter() { // closed: end the leftover as Close does
+		if lo != nil {
+			discard(lo.queue)
+			discard(lo.listener)
+		}
+		return
+	}
+	defer l.b.conns.leave()
 	ctx, cancel := context.WithTimeout(context.Background(), unlistenTimeout)
 	defer cancel()
 	var c *pgx.Conn
@@ -71,15 +80,16 @@ func (l *lease) settle() {
 	l.b.conns.put(c)
 }
 
-// warm runs l's release statement on c for the empty key, which no row
-// has: the statement matches nothing, so it notifies no one and takes no
-// lock. Errors are left to the real release to meet.
+// warm runs l's release statement on c for the empty key and token 0,
+// which no row has (keys are never empty, tokens never 0): it matches
+// nothing, so it notifies no one and takes no lock. Errors are left to
+// the real release to meet.
 func (l *lease) warm(ctx context.Context, c *pgx.Conn) {
 	sql := l.b.sql.release
 	if l.semaphore {
 		sql = l.b.sql.semRelease
 	}
-	_, _ = c.Exec(ctx, sql, "", "", l.token, channel(l.b.table, ""), int64(0), int64(0))
+	_, _ = c.Exec(ctx, sql, "", "", int64(0), channel(l.b.table, ""), int64(0), int64(0))
 }
 
 // claim makes the caller the one to settle l, once, and hands it the

@@ -227,3 +227,39 @@ func lastQuery(t *testing.T, b *Backend, pid uint32) string {
 	}
 	return q
 }
+
+// Close waits for a lease that is settling, whose session it cannot find
+// idle: a caller may drop the table or the database next.
+func TestCloseWaitsForASettlingLease(t *testing.T) {
+	raw := pgtest.Isolated(t, pgtest.Shared())
+	b := open(t, raw)
+	l, err := b.Acquire(t.Context(), "k", lineOpts("holder"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocker, err := pgx.ConnectConfig(t.Context(), b.conns.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Close(context.Background())
+	tx, err := blocker.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(t.Context(), "LOCK TABLE "+b.Table()+" IN SHARE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	backend.Started(l) // its warm-up, an UPDATE, waits for the SHARE lock
+	time.Sleep(tidyDelay + 100*time.Millisecond)
+	unblocked := make(chan time.Time, 1)
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		_ = tx.Rollback(context.Background())
+		unblocked <- time.Now()
+	}()
+	b.Close()
+	closed := time.Now()
+	if at := <-unblocked; closed.Before(at) {
+		t.Errorf("Close returned %v before the settling lease's statement could end", at.Sub(closed))
+	}
+}

@@ -65,7 +65,8 @@ func OpenURL(u *url.URL) (*Backend, error) {
 func (b *Backend) Table() string { return b.table.Sanitize() }
 
 // Close closes the backend's idle sessions, and those a granted wait
-// kept (see leftover); sessions in use close when their call returns.
+// kept (see leftover), once a lease settling (see settle) is done with
+// its own; sessions in use close when their call returns.
 // After a release that left someone waiting it first
 // waits closeDelay: each session closed ends a server process, work for
 // the server and the machine that would otherwise come just as the next

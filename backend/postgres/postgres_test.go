@@ -246,11 +246,11 @@ func TestOperators(t *testing.T) {
 
 // Query values are passed to pgx as the user escaped them: a space
 // written %20 must not reach the server as a plus sign, which pgx keeps.
+// What url.Values accepted and libpq refuses still works: an '=' inside a
+// value, a name without one. lockrun's own parameters decode a plus as a
+// space, as they always did.
 func TestURLParametersReachTheServerAsWritten(t *testing.T) {
-	raw := pgtest.Isolated(t, pgtest.Shared()) + "&options=-c%20lock_timeout%3D4321&application_name=nightly%20backfill+x&lockrun_table=spaced"
-	if !strings.Contains(raw, "?") {
-		t.Fatalf("no query in %s", raw)
-	}
+	raw := pgtest.Isolated(t, pgtest.Shared()) + "&options=-c%20lock_timeout=4321&application_name=nightly%20backfill+x==&sslmode&lockrun_table=spaced+name"
 	b := open(t, raw)
 	c, err := b.conns.get(t.Context())
 	if err != nil {
@@ -261,7 +261,7 @@ func TestURLParametersReachTheServerAsWritten(t *testing.T) {
 	if err := c.QueryRow(t.Context(), "SELECT current_setting('lock_timeout'), current_setting('application_name')").Scan(&timeout, &app); err != nil {
 		t.Fatal(err)
 	}
-	if timeout != "4321ms" || app != "nightly backfill+x" || b.Table() != `"public"."spaced"` {
-		t.Errorf("lock_timeout %q, application_name %q, table %s; want 4321ms, %q, public.spaced", timeout, app, b.Table(), "nightly backfill+x")
+	if want := "nightly backfill+x=="; timeout != "4321ms" || app != want || b.Table() != `"public"."spaced name"` {
+		t.Errorf("lock_timeout %q, application_name %q, table %s; want 4321ms, %q, public.\"spaced name\"", timeout, app, b.Table(), want)
 	}
 }

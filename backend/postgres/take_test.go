@@ -90,3 +90,29 @@ func TestTakeTakesOnlyAFreeRow(t *testing.T) {
 		t.Errorf("take within a released lease's minimum hold = %v; want held by third", err)
 	}
 }
+
+// A table that an older lockrun re-created meanwhile, without a column
+// take.sql sets, is upgraded by acquire.sql, which take falls back to.
+func TestTakeFallsBackOnAnOlderTable(t *testing.T) {
+	raw := pgtest.Isolated(t, pgtest.Shared())
+	b := open(t, raw)
+	first, err := b.Acquire(t.Context(), "k", opts("first"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	c, err := b.conns.get(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.conns.put(c)
+	if _, err := c.Exec(t.Context(), "ALTER TABLE "+b.Table()+" DROP COLUMN released_at"); err != nil {
+		t.Fatal(err)
+	}
+	l, err := b.takeBounded(t.Context(), c, "k", opts("second"))
+	if err != nil || l.Token() <= first.Token() {
+		t.Fatalf("take on a table without released_at = %v, %v; want a lease above token %s", l, err, first.Token())
+	}
+}

@@ -91,25 +91,30 @@ func parseURL(u *url.URL) (settings, error) {
 }
 
 // splitQuery takes lockrun's parameters (the last of each name wins) out
-// of a URL's raw query and returns the rest as it was written: pgx, like
-// libpq, reads a plus sign as itself, so the rest is not decoded and
-// encoded again, which would turn every %20 into a plus. lockrun's values
-// are decoded as pgx decodes, a plus staying a plus.
+// of a URL's raw query and returns the rest for pgx, which reads a query
+// as libpq does: percent-decoded, a plus sign as itself, one '=' a pair.
+// So the rest is not decoded and encoded again, which made every %20 a
+// plus; only what libpq would refuse and url.Values accepted is written
+// as url.Values wrote it: an '=' inside a value (base64 padding,
+// options=-cname=value) as %3D, and a name without a value as name=.
+// lockrun's own values are decoded as url.Values decodes, a plus as a
+// space, as before: two lockruns on one URL must find one table.
 func splitQuery(raw string) (lockrun map[string]string, rest string, err error) {
 	lockrun = map[string]string{}
 	var kept []string
 	for _, part := range strings.Split(raw, "&") {
-		name, value, _ := strings.Cut(part, "=")
-		if name, err = url.PathUnescape(name); err != nil {
+		rawName, value, _ := strings.Cut(part, "=")
+		name, err := url.QueryUnescape(rawName)
+		if err != nil {
 			return nil, "", err
 		}
 		if !strings.HasPrefix(name, "lockrun_") {
 			if part != "" {
-				kept = append(kept, part)
+				kept = append(kept, rawName+"="+strings.ReplaceAll(value, "=", "%3D"))
 			}
 			continue
 		}
-		if lockrun[name], err = url.PathUnescape(value); err != nil {
+		if lockrun[name], err = url.QueryUnescape(value); err != nil {
 			return nil, "", fmt.Errorf("%s: %w", name, err)
 		}
 	}

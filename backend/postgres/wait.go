@@ -157,8 +157,8 @@ func (b *Backend) listenAndTry(ctx context.Context, c *pgx.Conn, key string, o b
 
 // takeBounded takes the lock with take.sql, the hand-off's statement,
 // within statementTimeout, and asks acquire.sql when that finds the lock
-// not free: acquire.sql names the holder, or takes a row (or creates a
-// table) that is gone.
+// not free: acquire.sql names the holder, or takes a row that is gone
+// (or creates the table, or upgrades one an older lockrun made).
 // Like tryAcquire, it must run outside any transaction block.
 func (b *Backend) takeBounded(ctx context.Context, c *pgx.Conn, key string, o backend.AcquireOptions) (*lease, error) {
 	ctx, cancel := context.WithTimeout(ctx, statementTimeout)
@@ -170,7 +170,7 @@ func (b *Backend) takeBounded(ctx context.Context, c *pgx.Conn, key string, o ba
 	err := c.QueryRow(ctx, b.sql.take, key, o.Holder, o.RunID, ttl.Microseconds(), encodeInfo(o.Info)).Scan(&token, &server)
 	end := time.Now()
 	switch {
-	case errors.Is(err, pgx.ErrNoRows) || isMissingTable(err):
+	case errors.Is(err, pgx.ErrNoRows) || isMissingTable(err) || pgCode(err) == codeUndefinedColumn:
 		return b.tryAcquire(ctx, c, key, o)
 	case err != nil:
 		return nil, tokenRange(err)
