@@ -27,9 +27,9 @@ type conns struct {
 	idle   []*pgx.Conn
 	closed bool
 	users  sync.WaitGroup // see enter
-	unsure bool // a session with cfg ended in plaintext: see learn
-	asked  bool // learn asked the server whether it has TLS
-	noTLS  bool // it has none: use plain
+	unsure bool           // a session with cfg ended in plaintext: see learn
+	asked  bool           // learn asked the server whether it has TLS
+	noTLS  bool           // it has none: use plain
 }
 
 // newConns is a pool of sessions connected with cfg.
