@@ -154,6 +154,7 @@ func (l *Link) end(kill bool) {
 	l.stopped = true
 	if kill {
 		// Not reaped yet (only the caller reaps it), so the pid is still its.
+		yield(l.pid)
 		_ = syscall.Kill(l.pid, syscall.SIGKILL)
 	}
 	close(l.wake) // the writer closes the socket

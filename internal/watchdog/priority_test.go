@@ -80,6 +80,26 @@ func TestWatchdogRunsRealtime(t *testing.T) {
 	}
 }
 
+// A watchdog about to be killed with nothing left to guard yields first:
+// no thread of it stays real-time, to pre-empt the release with its exit.
+func TestWatchdogYieldsBeforeItIsStopped(t *testing.T) {
+	if !mayRealtime(t) {
+		t.Skip("this process may not use SCHED_FIFO (not root, no RLIMIT_RTPRIO)")
+	}
+	_, wd := guardedBy(t, "")
+	if err := wd.Guard(clock.Boot.Now().Add(time.Minute), nil); err != nil {
+		t.Fatal(err)
+	}
+	waitRealtime(t, wd.Pid())
+	yield(wd.Pid())
+	if n := realtimeThreads(t, wd.Pid()); n != 0 {
+		t.Errorf("%d threads still run SCHED_FIFO after yield", n)
+	}
+	if nice, err := unix.Getpriority(unix.PRIO_PROCESS, wd.Pid()); err != nil || 20-nice != 19 {
+		t.Errorf("nice after yield: %d (%v); want 19", 20-nice, err)
+	}
+}
+
 // Beside a busy loop on every core, the watchdog kills the command close
 // to its deadline, round after round, and the command is dead soon after.
 func TestWatchdogKillsOnTimeUnderCPUPressure(t *testing.T) {
