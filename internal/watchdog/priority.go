@@ -86,16 +86,19 @@ func hastenDeath(pgid int) {
 	eachThread(pgid, realtime(rtPriority+1))
 }
 
-// yield gives every thread of the watchdog pid, about to be killed with
-// nothing left to guard, the lowest priority of a normal task: the exit
-// of its threads is work for no one, which at the real-time priority
-// they hold would pre-empt the release and the next holder's start
-// that share the cores with it (0.13 ms later out of 0.6 ms, the
-// holder's reap to its release's request, on 2 cores). A process may
-// lower its child's priority without privilege. Nothing waits for that
-// exit but lockrun's own.
+// yield takes the watchdog pid, about to be killed with nothing left to
+// guard, out of real time, if it is in it (from realtimeAfter after its
+// start): the exit of its threads is work for no one, which at the
+// real-time priority they hold would pre-empt the release and the next
+// holder's start that share the cores with it (0.13 ms later out of
+// 0.6 ms, the holder's reap to its release's request, on 2 cores). A
+// watchdog not yet real-time is left as it is: a short run's watchdog
+// would only exit later. A process may lower its child's priority
+// without privilege.
 func yield(pid int) {
-	eachThread(pid, &unix.SchedAttr{Policy: unix.SCHED_NORMAL, Nice: 19})
+	if attr, err := unix.SchedGetAttr(pid, 0); err == nil && attr.Policy == unix.SCHED_FIFO {
+		eachThread(pid, &unix.SchedAttr{Policy: unix.SCHED_NORMAL})
+	}
 }
 
 // eachThread gives every thread of pid attr, and tells whether it could
