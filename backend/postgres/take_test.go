@@ -73,14 +73,14 @@ func TestTakeTakesOnlyAFreeRow(t *testing.T) {
 
 	o = opts("third")
 	o.MinHold = time.Minute
-	third, err := b.takeBounded(t.Context(), c, "k", o)
-	if err == nil {
+	if _, err := b.takeBounded(t.Context(), c, "k", o); err == nil {
 		t.Fatal("took a row held by second")
 	}
 	if err := second.Release(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if third, err = b.takeBounded(t.Context(), c, "k", o); err != nil {
+	third, err := b.takeBounded(t.Context(), c, "k", o)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := third.Release(t.Context()); err != nil {
