@@ -254,8 +254,8 @@ func TestCloseWaitsForASettlingLease(t *testing.T) {
 	unblocked := make(chan time.Time, 1)
 	go func() {
 		time.Sleep(200 * time.Millisecond)
+		unblocked <- time.Now() // the statement may end once the server has the rollback
 		_ = tx.Rollback(context.Background())
-		unblocked <- time.Now()
 	}()
 	b.Close()
 	closed := time.Now()
