@@ -251,8 +251,9 @@ func TestCloseWaitsForASettlingLease(t *testing.T) {
 	}
 	backend.Started(l) // its warm-up, an UPDATE, waits for the SHARE lock
 	time.Sleep(tidyDelay + 100*time.Millisecond)
-	unblocked := make(chan time.Time, 1)
+	unblocked, rolledBack := make(chan time.Time, 1), make(chan struct{})
 	go func() {
+		defer close(rolledBack)
 		time.Sleep(200 * time.Millisecond)
 		unblocked <- time.Now() // the statement may end once the server has the rollback
 		_ = tx.Rollback(context.Background())
@@ -262,4 +263,5 @@ func TestCloseWaitsForASettlingLease(t *testing.T) {
 	if at := <-unblocked; closed.Before(at) {
 		t.Errorf("Close returned %v before the settling lease's statement could end", at.Sub(closed))
 	}
+	<-rolledBack // before the blocker's session closes
 }
