@@ -220,8 +220,6 @@ func (b *Backend) unlisten(c *pgx.Conn) { go b.unlistenNow(context.Background(),
 // unlistenNow ends c's LISTEN and returns it to the pool, where the
 // lease's release or renewal finds it instead of connecting again.
 func (b *Backend) unlistenNow(ctx context.Context, c *pgx.Conn) {
-	ctx, cancel := context.WithTimeout(ctx, unlistenTimeout)
-	defer cancel()
 	if b.stopListening(ctx, c) {
 		b.conns.put(c)
 	}
