@@ -62,39 +62,59 @@ func waitRealtime(t *testing.T, pid int) int {
 	return n
 }
 
+// realtimeGuard is a watchdog guarding a command with a far deadline,
+// once it runs real-time; the test is skipped where it may not.
+func realtimeGuard(t *testing.T) *Link {
+	t.Helper()
+	if !mayRealtime(t) {
+		t.Skip("this process may not use SCHED_FIFO (not root, no RLIMIT_RTPRIO)")
+	}
+	_, wd := guardedBy(t, "")
+	if err := wd.Guard(clock.Boot.Now().Add(time.Minute), nil); err != nil {
+		t.Fatal(err)
+	}
+	waitRealtime(t, wd.Pid())
+	return wd
+}
+
 // The watchdog runs real-time where it may, every thread of it (the one
 // that wakes needs a P, which any of them may hold): at nice 0 or -20, a
 // host whose cores are busy kept it from waking for up to 186 ms in the
 // fault harness, more than its 50 ms to the local deadline.
 func TestWatchdogRunsRealtime(t *testing.T) {
-	if !mayRealtime(t) {
-		t.Skip("this process may not use SCHED_FIFO (not root, no RLIMIT_RTPRIO)")
-	}
-	_, wd := guardedBy(t, "")
-	if err := wd.Guard(clock.Boot.Now().Add(time.Minute), nil); err != nil {
-		t.Fatal(err)
-	}
-	waitRealtime(t, wd.Pid())
+	wd := realtimeGuard(t)
 	if all, n := threads(t, wd.Pid()), realtimeThreads(t, wd.Pid()); n == 0 || n != all {
 		t.Errorf("%d of the watchdog's %d threads run SCHED_FIFO; want all", n, all)
 	}
 }
 
-// A watchdog about to be killed with nothing left to guard yields first:
-// no thread of it stays real-time, to pre-empt the release with its exit.
-func TestWatchdogYieldsBeforeItIsStopped(t *testing.T) {
-	if !mayRealtime(t) {
-		t.Skip("this process may not use SCHED_FIFO (not root, no RLIMIT_RTPRIO)")
+// A watchdog stopped with nothing left to guard leaves real time before
+// its SIGKILL, so that its exit does not pre-empt the release: its
+// zombie, which only the test reaps, keeps the policy it died with.
+func TestStoppedWatchdogLeavesRealtime(t *testing.T) {
+	wd := realtimeGuard(t)
+	pid := wd.Pid()
+	wd.Stop()
+	var stat []string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Fields after the command name's closing parenthesis: state is
+		// field 3, policy field 41.
+		stat = strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+		if stat[0] == "Z" || time.Now().After(deadline) {
+			break
+		}
 	}
-	_, wd := guardedBy(t, "")
-	if err := wd.Guard(clock.Boot.Now().Add(time.Minute), nil); err != nil {
-		t.Fatal(err)
+	if stat[0] != "Z" {
+		t.Fatalf("the stopped watchdog is in state %s, not a zombie", stat[0])
 	}
-	waitRealtime(t, wd.Pid())
-	yield(wd.Pid())
-	if n := realtimeThreads(t, wd.Pid()); n != 0 {
-		t.Errorf("%d threads still run SCHED_FIFO after yield", n)
+	if policy := stat[41-3]; policy != strconv.Itoa(unix.SCHED_NORMAL) {
+		t.Errorf("the watchdog died with scheduling policy %s; want %d (SCHED_NORMAL)", policy, unix.SCHED_NORMAL)
 	}
+	_, _ = syscall.Wait4(pid, nil, 0, nil)
 }
 
 // Beside a busy loop on every core, the watchdog kills the command close
