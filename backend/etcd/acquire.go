@@ -110,9 +110,7 @@ func (b *Backend) grant(ctx context.Context, key string, ttl time.Duration) (ent
 	if err != nil {
 		return entry{}, b.failed(ctx, "granting a lease", key, err)
 	}
-	e := entry{key: key, id: resp.ID, ttl: time.Duration(resp.TTL) * time.Second, start: start}
-	e.name = fmt.Sprintf("%s%x", b.queuePrefix(key), int64(resp.ID))
-	return e, nil
+	return entry{key: key, id: resp.ID, ttl: time.Duration(resp.TTL) * time.Second, start: start}, nil
 }
 
 // enqueue writes e's entry with the next token (see enqueueTxn), in one
@@ -131,6 +129,7 @@ func (b *Backend) enqueue(ctx context.Context, e *entry, o backend.AcquireOption
 		if err != nil {
 			return nil, err
 		}
+		e.name = b.entryName(e.key, tok)
 		r, err := b.enqueueTxn(ctx, e, val, tok, always)
 		switch {
 		case err != nil:
@@ -145,11 +144,12 @@ func (b *Backend) enqueue(ctx context.Context, e *entry, o backend.AcquireOption
 			return nil, nil
 		case r.oldest != nil && !always:
 			return r.oldest, nil
-		case r.counter == nil:
+		case r.counter == nil && r.after == nil:
 			return nil, b.unavailable("taking the lock", e.key, errors.New("the token counter vanished"))
 		}
-		// The counter is at or above our clock: count on from it.
-		if last, err = parseCounter(r.counter); err != nil {
+		// The counter, or an entry named after ours, is at or above our
+		// clock: count on from the higher.
+		if last, err = b.countOn(e.key, r); err != nil {
 			return nil, b.unavailable("issuing a token", e.key, err)
 		}
 	}

@@ -82,3 +82,36 @@ func handoffs(b *testing.B, c *clientv3.Client, clients []*Backend) []time.Durat
 	}
 	return lat
 }
+
+// BenchmarkTurnRead measures the read that tells the next in line its
+// turn has come (predecessorAt, at the release's revision), with 1 and
+// with 1000 entries queued behind it: it reads the entries named up to
+// the reader's own, so the queue's length should not show.
+func BenchmarkTurnRead(b *testing.B) {
+	for _, queued := range []int{1, 1000} {
+		b.Run(fmt.Sprint("queued=", queued), func(b *testing.B) {
+			srv := etcdtest.Start(b)
+			be, key := openTest(b, srv.URL()), backendtest.Key(nil)
+			var line []entry
+			for i := range queued + 1 {
+				e, err := be.grant(b.Context(), key, time.Minute)
+				if err == nil {
+					_, err = be.enqueue(b.Context(), &e, opts(fmt.Sprint(i), true), true)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				line = append(line, e)
+			}
+			del, err := srv.Client(b).Delete(b.Context(), line[0].name)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if prev, _, err := be.predecessorAt(b.Context(), &line[1], del.Header.Revision); err != nil || prev != "" {
+					b.Fatalf("the front's turn read: %q, %v", prev, err)
+				}
+			}
+		})
+	}
+}

@@ -249,14 +249,15 @@ func (b *Backend) waitPredecessors(ctx context.Context, e *entry, renew func() *
 // linearizable read proved it there a moment later: an entry deleted by
 // hand, or whose lease was revoked, in between is for the holder's watch
 // of its entry from its creation (lease.Started) and its renewals to see,
-// as one deleted just after any read is.
+// as one deleted just after any read is. Like predecessor, it reads the
+// entries named up to e's only (see entryTag).
 func (b *Backend) predecessorAt(ctx context.Context, e *entry, rev int64) (string, int64, error) {
 	if rev == 0 {
 		return b.predecessor(ctx, e)
 	}
 	rctx, cancel := b.bounded(ctx)
 	defer cancel()
-	resp, err := b.cli.Get(rctx, b.queuePrefix(e.key), clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+	resp, err := b.cli.Get(rctx, b.queuePrefix(e.key), clientv3.WithRange(e.name+"\x00"), clientv3.WithKeysOnly(),
 		clientv3.WithMaxCreateRev(e.rev), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
 		clientv3.WithLimit(2), clientv3.WithRev(rev), clientv3.WithSerializable())
 	if err != nil {
@@ -274,11 +275,14 @@ func (b *Backend) predecessorAt(ctx context.Context, e *entry, rev int64) (strin
 
 // predecessor returns the newest entry older than e's and its create
 // revision, or "" when e is the oldest; it fails with errEvicted when e's
-// own entry is gone.
+// own entry is gone. Every older entry is named before e's (see entryTag),
+// so it reads those alone: with a long queue, the few ahead of e rather
+// than all of them.
 func (b *Backend) predecessor(ctx context.Context, e *entry) (string, int64, error) {
 	rctx, cancel := b.bounded(ctx)
 	defer cancel()
-	older := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(e.rev-1))
+	older := []clientv3.OpOption{clientv3.WithRange(e.name), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(e.rev - 1),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1)}
 	resp, err := b.cli.Txn(rctx).
 		If(clientv3.Compare(clientv3.CreateRevision(e.name), "=", e.rev)).
 		Then(clientv3.OpGet(b.queuePrefix(e.key), older...)).

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -72,14 +73,16 @@ type enqueued struct {
 	written         bool
 	rev             int64
 	oldest, counter *mvccpb.KeyValue
+	after           *mvccpb.KeyValue // the last entry named after the one to write
 	first           []*mvccpb.KeyValue
 	other           *mvccpb.KeyValue
 }
 
-// enqueueTxn writes e's entry (value val, with token tok) and sets the
-// token counter to tok, in one transaction, only while the counter is
-// below tok; unless always, only while no entry exists, and if always,
-// only while no semaphore's entry exists (see otherLimits). The token is thus
+// enqueueTxn writes e's entry (value val, with token tok, named for it:
+// see entryName) and sets the token counter to tok, in one transaction,
+// only while the counter is below tok and no entry is named at or after
+// e's; unless always, only while no entry exists, and if always, only
+// while no semaphore's entry exists (see otherLimits). The token is thus
 // never below the wall clock when the lock was asked for (nextToken) and
 // strictly above every token issued or reserved before for the key, since
 // the counter only grows: a wiped cluster has no counter, and starts again
@@ -92,9 +95,12 @@ func (b *Backend) enqueueTxn(ctx context.Context, e *entry, val []byte, tok back
 	if !always {
 		free = []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix()}
 	}
+	free = append(free, clientv3.Compare(clientv3.CreateRevision(e.name), "=", 0).WithRange(prefixEnd(pfx)))
 	above := append(slices.Clone(free), clientv3.Compare(clientv3.Value(counter), "<", formatToken(tok)))
 	fresh := append(slices.Clone(free), clientv3.Compare(clientv3.Version(counter), "=", 0))
 	oldest := clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)
+	after := clientv3.OpGet(e.name, clientv3.WithRange(prefixEnd(pfx)), clientv3.WithKeysOnly(),
+		clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(1))
 	write := []clientv3.Op{
 		clientv3.OpPut(e.name, string(val), clientv3.WithLease(e.id)),
 		clientv3.OpPut(counter, formatToken(tok)),
@@ -103,7 +109,7 @@ func (b *Backend) enqueueTxn(ctx context.Context, e *entry, val []byte, tok back
 	rctx, cancel := b.bounded(ctx)
 	defer cancel()
 	resp, err := b.cli.Txn(rctx).If(above...).Then(write...).
-		Else(clientv3.OpTxn(fresh, write, []clientv3.Op{oldest, clientv3.OpGet(counter)})).
+		Else(clientv3.OpTxn(fresh, write, []clientv3.Op{oldest, clientv3.OpGet(counter), after})).
 		Commit()
 	if err != nil {
 		return enqueued{}, err
@@ -117,9 +123,47 @@ func (b *Backend) enqueueTxn(ctx context.Context, e *entry, val []byte, tok back
 	if r.written {
 		r.oldest = firstKV(rs[2])
 	} else {
-		r.oldest, r.counter = firstKV(rs[0]), firstKV(rs[1])
+		r.oldest, r.counter, r.after = firstKV(rs[0]), firstKV(rs[1]), firstKV(rs[2])
 	}
 	return r, nil
+}
+
+// A plain lock's entry is named for its token: P K/t<token in
+// tokenDigits digits>. entryTag sorts after the hex digits of a lease id
+// (the names of etcdctl lock's and older lockruns' entries) and after
+// semTag, and enqueueTxn writes an entry only while none is named at or
+// after it, so every entry older than one of these (by create revision)
+// is named before it: a waiter reads the entries named before its own
+// rather than the whole queue, which makes its turn's read as cheap with a
+// thousand waiting as with one.
+const entryTag = "t"
+
+// entryName is the name of key's entry with token tok.
+func (b *Backend) entryName(key string, tok backend.Token) string {
+	return b.queuePrefix(key) + entryTag + formatToken(tok)
+}
+
+// countOn is the token to count on from after a write that r says failed:
+// the higher of the counter's and the token in the name of the last entry
+// named after the one tried (a counter set back by hand, or deleted).
+func (b *Backend) countOn(key string, r enqueued) (backend.Token, error) {
+	var last backend.Token
+	if r.counter != nil {
+		t, err := parseCounter(r.counter)
+		if err != nil {
+			return 0, err
+		}
+		last = t
+	}
+	if r.after != nil {
+		digits, ok := strings.CutPrefix(string(r.after.Key), b.queuePrefix(key)+entryTag)
+		t, err := strconv.ParseUint(digits, 10, 64)
+		if !ok || err != nil || len(digits) != tokenDigits {
+			return 0, fmt.Errorf("queue entry %s sorts after lockrun's entries but is not one", r.after.Key)
+		}
+		last = max(last, backend.Token(t))
+	}
+	return last, nil
 }
 
 // firstKV is the first key a range answer holds, or nil.

@@ -1,0 +1,135 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/internal/backendtest"
+	"github.com/lockrun/lockrun/internal/etcdtest"
+)
+
+// queueEntry grants a lease on b and queues an entry under it, as a
+// waiter does before it waits.
+func queueEntry(t *testing.T, b *Backend, key, holder string) *entry {
+	t.Helper()
+	e, err := b.grant(t.Context(), key, time.Minute)
+	if err == nil {
+		_, err = b.enqueue(t.Context(), &e, opts(holder, true), true)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &e
+}
+
+// Entries are named in the order they queue, whatever the order their
+// leases were granted in: a waiter reads only the entries named before
+// its own (see entryTag).
+func TestEntriesAreNamedInQueueOrder(t *testing.T) {
+	srv := etcdtest.Start(t)
+	b, c, key := openTest(t, srv.URL()), srv.Client(t), backendtest.Key(t)
+	var granted []entry
+	for range 4 {
+		e, err := b.grant(t.Context(), key, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		granted = append(granted, e)
+	}
+	for i := len(granted) - 1; i >= 0; i-- { // the last lease granted queues first
+		if _, err := b.enqueue(t.Context(), &granted[i], opts(fmt.Sprint(i), true), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	byCreation := entries(t, c, key)
+	if len(byCreation) != 4 || !slices.IsSorted(byCreation) {
+		t.Fatalf("entries by create revision %q: not in name order", byCreation)
+	}
+}
+
+// A counter set back by hand (or deleted) while entries queue must not
+// let a newcomer's token, and so its name, fall below theirs: the newcomer
+// counts on from the last entry's name, and queues behind it.
+func TestTokensStayAboveTheQueueWhenTheCounterGoesBack(t *testing.T) {
+	srv := etcdtest.Start(t)
+	b, c, key := openTest(t, srv.URL()), srv.Client(t), backendtest.Key(t)
+	ahead := backend.ClockToken(time.Now().Add(time.Hour))
+	setCounter(t, c, key, formatToken(ahead))
+	first := queueEntry(t, b, key, "first")
+	for _, back := range []func(){
+		func() { setCounter(t, c, key, formatToken(1)) },
+		func() {
+			if _, err := c.Delete(t.Context(), DefaultPrefix+key); err != nil {
+				t.Fatal(err)
+			}
+		},
+	} {
+		back()
+		next := queueEntry(t, b, key, "next")
+		if next.token != first.token+1 || next.name <= first.name {
+			t.Fatalf("token %d (%s) queued behind %d (%s), want %d", next.token, next.name, first.token, first.name, first.token+1)
+		}
+		if prev, _, err := b.predecessor(t.Context(), next); err != nil || prev != first.name {
+			t.Fatalf("predecessor of the newcomer = %q, %v; want %s", prev, err, first.name)
+		}
+		b.revoke(t.Context(), next.id)
+	}
+}
+
+// An entry named before lockrun's (etcdctl lock's, an older lockrun's:
+// the lease id in hex) queues by its create revision all the same: one
+// written after the holder and before a waiter is ahead of the waiter,
+// one written after the waiter is not.
+func TestForeignEntriesQueueByCreation(t *testing.T) {
+	srv := etcdtest.Start(t)
+	b, c, key := openTest(t, srv.URL()), srv.Client(t), backendtest.Key(t)
+	foreign := func() string {
+		t.Helper()
+		g, err := c.Grant(t.Context(), 60)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := fmt.Sprintf("%s%s/%x", DefaultPrefix, key, int64(g.ID))
+		if _, err := c.Put(t.Context(), name, "", clientv3.WithLease(g.ID)); err != nil {
+			t.Fatal(err)
+		}
+		return name
+	}
+	holder := backendtest.MustAcquire(t, b, key, opts("h", false))
+	ahead := foreign()
+	got := make(chan error, 1)
+	go func() {
+		l, err := openTest(t, srv.URL()).Acquire(t.Context(), key, opts("w", true))
+		if err == nil {
+			defer l.Release(context.Background())
+		}
+		got <- err
+	}()
+	waitQueued(t, c, key, 3)
+	foreign() // behind the waiter, though named before it
+	if err := holder.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		t.Fatalf("the waiter took the lock (%v) while an older entry %s was queued", err, ahead)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if _, err := c.Delete(t.Context(), ahead); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter did not take the lock once the entries ahead of it were gone")
+	}
+}
