@@ -120,6 +120,7 @@ func (b *Backend) grant(ctx context.Context, key string, ttl time.Duration) (ent
 // semaphore's.
 func (b *Backend) enqueue(ctx context.Context, e *entry, o backend.AcquireOptions, always bool) (*mvccpb.KeyValue, error) {
 	var last backend.Token
+	ordered := true
 	for range tokenTries {
 		tok, err := nextToken(last, time.Now())
 		if err != nil {
@@ -129,7 +130,7 @@ func (b *Backend) enqueue(ctx context.Context, e *entry, o backend.AcquireOption
 		if err != nil {
 			return nil, err
 		}
-		e.name = b.entryName(e.key, tok)
+		e.name = b.entryName(e.key, tok, e.id, ordered)
 		r, err := b.enqueueTxn(ctx, e, val, tok, always)
 		switch {
 		case err != nil:
@@ -149,7 +150,7 @@ func (b *Backend) enqueue(ctx context.Context, e *entry, o backend.AcquireOption
 		}
 		// The counter, or an entry named after ours, is at or above our
 		// clock: count on from the higher.
-		if last, err = b.countOn(e.key, r); err != nil {
+		if last, ordered, err = b.countOn(e.key, r); err != nil {
 			return nil, b.unavailable("issuing a token", e.key, err)
 		}
 	}

@@ -4,9 +4,11 @@
 //
 // Layout under the prefix P (default /lockrun/), for lock key K:
 //
-//	P K/<lease id in hex>  one queue entry per contender, attached to its
+//	P K/t<token>-<lease>   one queue entry per contender, attached to its
 //	                       lease; the entry with the lowest create
-//	                       revision holds the lock
+//	                       revision holds the lock (names sort in queue
+//	                       order: see entryTag)
+//	P K/<lease id in hex>  the same, of etcdctl lock and earlier builds
 //	P K/limit-NNNN/<lease> the same for a semaphore of limit NNNN (see
 //	                       semaphore.go): an entry holds a slot while
 //	                       fewer than NNNN entries are older
@@ -14,8 +16,8 @@
 //	                       entry: the highest token handed out or reserved
 //	                       for K, so the next holder's token is higher
 //
-// This is the layout of etcd's concurrency.Mutex, so `etcdctl lock P K`
-// and lockrun exclude each other.
+// Entries queue by create revision, as in etcd's concurrency.Mutex, so
+// `etcdctl lock P K` and lockrun exclude each other.
 //
 // Tokens: a queue entry carries its token, written in the transaction
 // that queues it together with the counter, and only while the counter is

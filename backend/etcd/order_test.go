@@ -82,54 +82,68 @@ func TestTokensStayAboveTheQueueWhenTheCounterGoesBack(t *testing.T) {
 	}
 }
 
-// An entry named before lockrun's (etcdctl lock's, an older lockrun's:
-// the lease id in hex) queues by its create revision all the same: one
-// written after the holder and before a waiter is ahead of the waiter,
-// one written after the waiter is not.
+// An entry not named for its token queues by its create revision all the
+// same: one written after the holder and before a waiter is ahead of the
+// waiter, one written after the waiter is not. That holds for the names
+// of etcdctl lock and older builds (the lease id in hex, before
+// lockrun's), and for a key named after lockrun's (another deployment's
+// prefix nested in this one), beside which a waiter takes its lease's
+// name rather than fail.
 func TestForeignEntriesQueueByCreation(t *testing.T) {
 	srv := etcdtest.Start(t)
-	b, c, key := openTest(t, srv.URL()), srv.Client(t), backendtest.Key(t)
-	foreign := func() string {
-		t.Helper()
-		g, err := c.Grant(t.Context(), 60)
-		if err != nil {
-			t.Fatal(err)
-		}
-		name := fmt.Sprintf("%s%s/%x", DefaultPrefix, key, int64(g.ID))
-		if _, err := c.Put(t.Context(), name, "", clientv3.WithLease(g.ID)); err != nil {
-			t.Fatal(err)
-		}
-		return name
-	}
-	holder := backendtest.MustAcquire(t, b, key, opts("h", false))
-	ahead := foreign()
-	got := make(chan error, 1)
-	go func() {
-		l, err := openTest(t, srv.URL()).Acquire(t.Context(), key, opts("w", true))
-		if err == nil {
-			defer l.Release(context.Background())
-		}
-		got <- err
-	}()
-	waitQueued(t, c, key, 3)
-	foreign() // behind the waiter, though named before it
-	if err := holder.Release(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-got:
-		t.Fatalf("the waiter took the lock (%v) while an older entry %s was queued", err, ahead)
-	case <-time.After(300 * time.Millisecond):
-	}
-	if _, err := c.Delete(t.Context(), ahead); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the waiter did not take the lock once the entries ahead of it were gone")
+	c := srv.Client(t)
+	for _, tc := range []struct{ name, ahead, behind string }{
+		{name: "named by lease"},
+		{name: "named after lockrun's", ahead: "zz", behind: "tz"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, key := openTest(t, srv.URL()), backendtest.Key(t)
+			foreign := func(name string) string {
+				t.Helper()
+				g, err := c.Grant(t.Context(), 60)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if name == "" {
+					name = fmt.Sprintf("%x", int64(g.ID))
+				}
+				name = DefaultPrefix + key + "/" + name
+				if _, err := c.Put(t.Context(), name, "", clientv3.WithLease(g.ID)); err != nil {
+					t.Fatal(err)
+				}
+				return name
+			}
+			holder := backendtest.MustAcquire(t, b, key, opts("h", false))
+			ahead := foreign(tc.ahead)
+			got := make(chan error, 1)
+			go func() {
+				l, err := openTest(t, srv.URL()).Acquire(t.Context(), key, opts("w", true))
+				if err == nil {
+					defer l.Release(context.Background())
+				}
+				got <- err
+			}()
+			waitQueued(t, c, key, 3)
+			foreign(tc.behind) // behind the waiter, whatever its name
+			if err := holder.Release(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-got:
+				t.Fatalf("the waiter returned (%v) while an older entry %s was queued", err, ahead)
+			case <-time.After(300 * time.Millisecond):
+			}
+			if _, err := c.Delete(t.Context(), ahead); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-got:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the waiter did not take the lock once the entries ahead of it were gone")
+			}
+		})
 	}
 }

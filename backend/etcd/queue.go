@@ -257,7 +257,7 @@ func (b *Backend) predecessorAt(ctx context.Context, e *entry, rev int64) (strin
 	}
 	rctx, cancel := b.bounded(ctx)
 	defer cancel()
-	resp, err := b.cli.Get(rctx, b.queuePrefix(e.key), clientv3.WithRange(e.name+"\x00"), clientv3.WithKeysOnly(),
+	resp, err := b.cli.Get(rctx, b.queuePrefix(e.key), clientv3.WithRange(b.olderEnd(e, true)), clientv3.WithKeysOnly(),
 		clientv3.WithMaxCreateRev(e.rev), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
 		clientv3.WithLimit(2), clientv3.WithRev(rev), clientv3.WithSerializable())
 	if err != nil {
@@ -276,12 +276,12 @@ func (b *Backend) predecessorAt(ctx context.Context, e *entry, rev int64) (strin
 // predecessor returns the newest entry older than e's and its create
 // revision, or "" when e is the oldest; it fails with errEvicted when e's
 // own entry is gone. Every older entry is named before e's (see entryTag),
-// so it reads those alone: with a long queue, the few ahead of e rather
-// than all of them.
+// so it reads those alone (see olderEnd): with a long queue, the few ahead
+// of e rather than all of them.
 func (b *Backend) predecessor(ctx context.Context, e *entry) (string, int64, error) {
 	rctx, cancel := b.bounded(ctx)
 	defer cancel()
-	older := []clientv3.OpOption{clientv3.WithRange(e.name), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(e.rev - 1),
+	older := []clientv3.OpOption{clientv3.WithRange(b.olderEnd(e, false)), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(e.rev - 1),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1)}
 	resp, err := b.cli.Txn(rctx).
 		If(clientv3.Compare(clientv3.CreateRevision(e.name), "=", e.rev)).
@@ -298,6 +298,20 @@ func (b *Backend) predecessor(ctx context.Context, e *entry) (string, int64, err
 		return "", 0, nil
 	}
 	return string(kvs[0].Key), kvs[0].CreateRevision, nil
+}
+
+// olderEnd is the end of the key range, from e's queue prefix, that
+// holds every entry older than e's, and e's own if withOwn: up to e's
+// name when its entries are named in queue order (see entryTag), else
+// the whole queue.
+func (b *Backend) olderEnd(e *entry, withOwn bool) string {
+	switch {
+	case !b.ordered(e):
+		return prefixEnd(b.queuePrefix(e.key))
+	case withOwn:
+		return e.name + "\x00"
+	}
+	return e.name
 }
 
 // waitDeleted returns when the entry name created at rev is gone, which a

@@ -95,7 +95,9 @@ func (b *Backend) enqueueTxn(ctx context.Context, e *entry, val []byte, tok back
 	if !always {
 		free = []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix()}
 	}
-	free = append(free, clientv3.Compare(clientv3.CreateRevision(e.name), "=", 0).WithRange(prefixEnd(pfx)))
+	if b.ordered(e) {
+		free = append(free, clientv3.Compare(clientv3.CreateRevision(e.name), "=", 0).WithRange(prefixEnd(pfx)))
+	}
 	above := append(slices.Clone(free), clientv3.Compare(clientv3.Value(counter), "<", formatToken(tok)))
 	fresh := append(slices.Clone(free), clientv3.Compare(clientv3.Version(counter), "=", 0))
 	oldest := clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)
@@ -128,42 +130,67 @@ func (b *Backend) enqueueTxn(ctx context.Context, e *entry, val []byte, tok back
 	return r, nil
 }
 
-// A plain lock's entry is named for its token: P K/t<token in
-// tokenDigits digits>. entryTag sorts after the hex digits of a lease id
-// (the names of etcdctl lock's and older lockruns' entries) and after
-// semTag, and enqueueTxn writes an entry only while none is named at or
-// after it, so every entry older than one of these (by create revision)
-// is named before it: a waiter reads the entries named before its own
-// rather than the whole queue, which makes its turn's read as cheap with a
-// thousand waiting as with one.
+// A plain lock's entry is named for its token and its lease:
+// P K/t<token in tokenDigits digits>-<lease id in hex>. entryTag sorts
+// after the hex digits of a lease id (the names of etcdctl lock's and
+// older lockruns' entries) and after semTag, and enqueueTxn writes such
+// an entry only while none is named at or after it, so every entry older
+// than one of these (by create revision) is named before it: its waiter
+// reads the entries named up to its own rather than the whole queue,
+// which makes its turn's read as cheap with a thousand waiting as with
+// one. A key not of lockrun's under the prefix that sorts after entryTag
+// (another deployment's prefix nested in this one) would stop those
+// writes: an entry then takes the lease's name, as older builds did, and
+// its waiter reads the whole queue (see ordered).
 const entryTag = "t"
 
-// entryName is the name of key's entry with token tok.
-func (b *Backend) entryName(key string, tok backend.Token) string {
-	return b.queuePrefix(key) + entryTag + formatToken(tok)
+// entryName is the name of key's entry with token tok and lease id, or,
+// unless ordered, the lease's alone.
+func (b *Backend) entryName(key string, tok backend.Token, id clientv3.LeaseID, ordered bool) string {
+	if !ordered {
+		return fmt.Sprintf("%s%x", b.queuePrefix(key), int64(id))
+	}
+	return fmt.Sprintf("%s%s%s-%x", b.queuePrefix(key), entryTag, formatToken(tok), int64(id))
+}
+
+// ordered tells whether e's entry is named for its token, so that every
+// older entry is named before it.
+func (b *Backend) ordered(e *entry) bool {
+	return strings.HasPrefix(e.name, b.queuePrefix(e.key)+entryTag)
+}
+
+// nameToken is the token in the name of a plain lock's entry of key.
+func (b *Backend) nameToken(key, name string) (backend.Token, bool) {
+	rest, ok := strings.CutPrefix(name, b.queuePrefix(key)+entryTag)
+	if !ok || len(rest) <= tokenDigits || rest[tokenDigits] != '-' {
+		return 0, false
+	}
+	t, err := strconv.ParseUint(rest[:tokenDigits], 10, 64)
+	return backend.Token(t), err == nil
 }
 
 // countOn is the token to count on from after a write that r says failed:
 // the higher of the counter's and the token in the name of the last entry
-// named after the one tried (a counter set back by hand, or deleted).
-func (b *Backend) countOn(key string, r enqueued) (backend.Token, error) {
+// named after the one tried (a counter set back by hand, or deleted). It
+// reports whether entries may still be named for their tokens: not when
+// that last entry is not lockrun's, or holds the last token there is.
+func (b *Backend) countOn(key string, r enqueued) (backend.Token, bool, error) {
 	var last backend.Token
 	if r.counter != nil {
 		t, err := parseCounter(r.counter)
 		if err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		last = t
 	}
-	if r.after != nil {
-		digits, ok := strings.CutPrefix(string(r.after.Key), b.queuePrefix(key)+entryTag)
-		t, err := strconv.ParseUint(digits, 10, 64)
-		if !ok || err != nil || len(digits) != tokenDigits {
-			return 0, fmt.Errorf("queue entry %s sorts after lockrun's entries but is not one", r.after.Key)
-		}
-		last = max(last, backend.Token(t))
+	if r.after == nil {
+		return last, true, nil
 	}
-	return last, nil
+	t, ok := b.nameToken(key, string(r.after.Key))
+	if !ok || t == math.MaxUint64 {
+		return last, false, nil
+	}
+	return max(last, t), true, nil
 }
 
 // firstKV is the first key a range answer holds, or nil.
