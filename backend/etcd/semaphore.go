@@ -24,9 +24,10 @@ import (
 // key range). An entry holds a slot while fewer than N entries of the
 // prefix are older (by create revision) than it. The entries of a plain
 // lock are P K/t<token>-<lease id>, an older lockrun's and etcdctl lock's
-// P K/<lease id>: the limit is in the name so that the transaction that queues an entry can
-// check, with range compares, that no entry of another limit exists, in
-// the same atomic step that writes it and issues its token.
+// P K/<lease id>: the limit is in the name so that the transaction that
+// queues an entry can check, with range compares, that no entry of
+// another limit exists, in the same atomic step that writes it and issues
+// its token.
 
 // semTag starts the name of a semaphore's entry after the queue prefix.
 const semTag = "limit-"
