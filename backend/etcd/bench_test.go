@@ -115,3 +115,37 @@ func BenchmarkTurnRead(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkJoin measures the transaction that queues a newcomer
+// (enqueue), behind 1 and behind 1000 entries: it reads the entry named
+// first, not the whole queue (see oldestAt). The grant and the revoke
+// around it are not timed.
+func BenchmarkJoin(b *testing.B) {
+	for _, queued := range []int{1, 1000} {
+		b.Run(fmt.Sprint("queued=", queued), func(b *testing.B) {
+			srv := etcdtest.Start(b)
+			be, key := openTest(b, srv.URL()), backendtest.Key(nil)
+			join := func(i int) entry {
+				e, err := be.grant(b.Context(), key, time.Minute)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				holder, err := be.enqueue(b.Context(), &e, opts(fmt.Sprint(i), true), true)
+				b.StopTimer()
+				if err != nil || i > 0 && holder == nil {
+					b.Fatalf("queueing %d: holder %v, %v", i, holder, err)
+				}
+				return e
+			}
+			b.StopTimer()
+			for i := range queued {
+				join(i)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				be.revoke(b.Context(), join(queued+i).id)
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -145,5 +146,26 @@ func TestForeignEntriesQueueByCreation(t *testing.T) {
 				t.Fatal("the waiter did not take the lock once the entries ahead of it were gone")
 			}
 		})
+	}
+}
+
+// The entry named first is the holder when it is named for its token;
+// when it is not (etcdctl lock's, an earlier build's), the holder is read
+// by create revision: here the entry named first came after the holder.
+func TestHolderBehindAnEntryNamedBeforeIt(t *testing.T) {
+	srv := etcdtest.Start(t)
+	b, c, key := openTest(t, srv.URL()), srv.Client(t), backendtest.Key(t)
+	holder := backendtest.MustAcquire(t, b, key, opts("h", false))
+	g, err := c.Grant(t.Context(), 60)
+	if err == nil {
+		_, err = c.Put(t.Context(), fmt.Sprintf("%s%s/%x", DefaultPrefix, key, int64(g.ID)), "", clientv3.WithLease(g.ID))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.Acquire(t.Context(), key, opts("a", false))
+	var held *backend.HeldError
+	if !errors.As(err, &held) || held.Status.Holder != "h" || held.Status.Token != holder.Token() {
+		t.Fatalf("Acquire beside the holder and a later entry named before it = %v; want held by h, token %d", err, holder.Token())
 	}
 }

@@ -100,7 +100,7 @@ func (b *Backend) enqueueTxn(ctx context.Context, e *entry, val []byte, tok back
 	}
 	above := append(slices.Clone(free), clientv3.Compare(clientv3.Value(counter), "<", formatToken(tok)))
 	fresh := append(slices.Clone(free), clientv3.Compare(clientv3.Version(counter), "=", 0))
-	oldest := clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)
+	oldest := clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithLimit(1)) // named first: see oldestAt
 	after := clientv3.OpGet(e.name, clientv3.WithRange(prefixEnd(pfx)), clientv3.WithKeysOnly(),
 		clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(1))
 	write := []clientv3.Op{
@@ -127,7 +127,32 @@ func (b *Backend) enqueueTxn(ctx context.Context, e *entry, val []byte, tok back
 	} else {
 		r.oldest, r.counter, r.after = firstKV(rs[0]), firstKV(rs[1]), firstKV(rs[2])
 	}
+	if r.oldest, err = b.oldestAt(ctx, e.key, r.oldest, r.rev); err != nil {
+		return enqueued{}, err
+	}
 	return r, nil
+}
+
+// oldestAt is the oldest entry of key's queue at revision rev, given
+// first, the entry named first there. An entry named for its token has
+// every older entry named before it (see entryTag), so when first is one
+// it is the oldest: one entry read, where the oldest by create revision
+// is a read of the whole queue, which etcd sorts. Otherwise (etcdctl
+// lock's entry, an earlier build's, a semaphore's) it reads that, at rev.
+func (b *Backend) oldestAt(ctx context.Context, key string, first *mvccpb.KeyValue, rev int64) (*mvccpb.KeyValue, error) {
+	if first == nil {
+		return nil, nil
+	}
+	if _, ok := b.nameToken(key, string(first.Key)); ok {
+		return first, nil
+	}
+	rctx, cancel := b.bounded(ctx)
+	defer cancel()
+	resp, err := b.cli.Get(rctx, b.queuePrefix(key), append(clientv3.WithFirstCreate(), clientv3.WithRev(rev))...)
+	if err != nil || len(resp.Kvs) == 0 {
+		return first, err
+	}
+	return resp.Kvs[0], nil
 }
 
 // A plain lock's entry is named for its token and its lease:
