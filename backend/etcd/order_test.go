@@ -169,3 +169,81 @@ func TestHolderBehindAnEntryNamedBeforeIt(t *testing.T) {
 		t.Fatalf("Acquire beside the holder and a later entry named before it = %v; want held by h, token %d", err, holder.Token())
 	}
 }
+
+// A key named first and shaped as lockrun's, but written by hand after
+// the holder, is not taken for the holder, nor, carrying this run's id,
+// a lease and a token that matches its name, for this run's own earlier
+// entry to take over (see reclaim).
+func TestHandMadeEntryNamedFirst(t *testing.T) {
+	srv := etcdtest.Start(t)
+	c := srv.Client(t)
+	for _, tc := range []struct {
+		name, value string
+		lease       bool
+	}{
+		{name: "without a lease", value: `{"holder":"fake"}`},
+		{name: "as this run's own", value: `{"holder":"a","run_id":"run-a","token":"1"}`, lease: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, key := openTest(t, srv.URL()), backendtest.Key(t)
+			h := backendtest.MustAcquire(t, b, key, opts("h", false))
+			var put []clientv3.OpOption
+			if tc.lease {
+				g, err := c.Grant(t.Context(), 60)
+				if err != nil {
+					t.Fatal(err)
+				}
+				put = append(put, clientv3.WithLease(g.ID))
+			}
+			if _, err := c.Put(t.Context(), DefaultPrefix+key+"/t00000000000000000001-1", tc.value, put...); err != nil {
+				t.Fatal(err)
+			}
+			_, err := b.Acquire(t.Context(), key, opts("a", false))
+			var held *backend.HeldError
+			if !errors.As(err, &held) || held.Status.Holder != "h" || held.Status.Token != h.Token() {
+				t.Fatalf("Acquire = %v; want held by h, token %d", err, h.Token())
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+			defer cancel()
+			if l, err := b.Acquire(ctx, key, opts("a", true)); err == nil {
+				t.Fatalf("a waiting Acquire took the lock (token %d) while h holds it", l.Token())
+			}
+		})
+	}
+}
+
+// When the entry named first is not lockrun's, the oldest is read by
+// create revision at the queueing transaction's revision; compacted past
+// it, the read is made now, and only while the new entry is still there.
+func TestOldestReadNowWhenCompacted(t *testing.T) {
+	srv := etcdtest.Start(t)
+	b, c, key := openTest(t, srv.URL()), srv.Client(t), backendtest.Key(t)
+	g, err := c.Grant(t.Context(), 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := fmt.Sprintf("%s%s/%x", DefaultPrefix, key, int64(g.ID))
+	if _, err := c.Put(t.Context(), foreign, "", clientv3.WithLease(g.ID)); err != nil {
+		t.Fatal(err)
+	}
+	e := queueEntry(t, b, key, "w")
+	first, err := c.Get(t.Context(), foreign)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Put(t.Context(), DefaultPrefix+key+"-other", "") // a revision to compact to
+	if err == nil {
+		_, err = c.Compact(t.Context(), resp.Header.Revision)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldest, err := b.oldestAt(t.Context(), e, true, first.Kvs[0], e.rev)
+	if err != nil || oldest == nil || string(oldest.Key) != foreign {
+		t.Fatalf("oldest at a compacted revision = %v, %v; want %s", oldest, err, foreign)
+	}
+	b.revoke(t.Context(), e.id)
+	if _, err := b.oldestAt(t.Context(), e, true, first.Kvs[0], e.rev); !errors.Is(err, errEvicted) {
+		t.Fatalf("oldest at a compacted revision, the entry gone = %v; want errEvicted", err)
+	}
+}

@@ -42,11 +42,11 @@ func (b *Backend) reclaim(ctx context.Context, key string, kv *mvccpb.KeyValue, 
 	}
 	rctx, cancel := b.bounded(ctx)
 	defer cancel()
-	resp, err := b.cli.Get(rctx, e.name)
+	resp, err := b.cli.Get(rctx, b.queuePrefix(key), clientv3.WithFirstCreate()...)
 	if err != nil {
 		return nil, b.failed(ctx, "reading this run's earlier entry", key, err)
 	}
-	if e.ttl < ttl || len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != e.rev {
+	if e.ttl < ttl || len(resp.Kvs) == 0 || string(resp.Kvs[0].Key) != e.name || resp.Kvs[0].CreateRevision != e.rev {
 		b.revoke(ctx, e.id) // too short to honour the retry, or holding nothing
 		return nil, errEvicted
 	}

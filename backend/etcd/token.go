@@ -127,32 +127,55 @@ func (b *Backend) enqueueTxn(ctx context.Context, e *entry, val []byte, tok back
 	} else {
 		r.oldest, r.counter, r.after = firstKV(rs[0]), firstKV(rs[1]), firstKV(rs[2])
 	}
-	if r.oldest, err = b.oldestAt(ctx, e.key, r.oldest, r.rev); err != nil {
+	if r.oldest, err = b.oldestAt(ctx, e, r.written, r.oldest, r.rev); err != nil {
 		return enqueued{}, err
 	}
 	return r, nil
 }
 
-// oldestAt is the oldest entry of key's queue at revision rev, given
-// first, the entry named first there. An entry named for its token has
-// every older entry named before it (see entryTag), so when first is one
-// it is the oldest: one entry read, where the oldest by create revision
-// is a read of the whole queue, which etcd sorts. Otherwise (etcdctl
-// lock's entry, an earlier build's, a semaphore's) it reads that, at rev.
-func (b *Backend) oldestAt(ctx context.Context, key string, first *mvccpb.KeyValue, rev int64) (*mvccpb.KeyValue, error) {
-	if first == nil {
-		return nil, nil
-	}
-	if _, ok := b.nameToken(key, string(first.Key)); ok {
+// oldestAt is the oldest entry of e's queue at revision rev, given first,
+// the entry named first there; written says that rev created e's entry.
+// An entry named for its token has every older entry named before it (see
+// entryTag), so when first is lockrun's, it is the oldest: one entry read,
+// where the oldest by create revision is a read of the whole queue, which
+// etcd sorts. Otherwise (etcdctl lock's entry, an earlier build's, a
+// semaphore's) it reads that, at rev, or, when etcd cannot serve rev any
+// more (compacted), now, and then only while e's entry, if written, is
+// still there (else errEvicted).
+func (b *Backend) oldestAt(ctx context.Context, e *entry, written bool, first *mvccpb.KeyValue, rev int64) (*mvccpb.KeyValue, error) {
+	if first == nil || b.lockrunEntry(e.key, first) {
 		return first, nil
 	}
+	pfx := b.queuePrefix(e.key)
 	rctx, cancel := b.bounded(ctx)
 	defer cancel()
-	resp, err := b.cli.Get(rctx, b.queuePrefix(key), append(clientv3.WithFirstCreate(), clientv3.WithRev(rev))...)
-	if err != nil || len(resp.Kvs) == 0 {
-		return first, err
+	resp, err := b.cli.Get(rctx, pfx, append(clientv3.WithFirstCreate(), clientv3.WithRev(rev))...)
+	if err == nil {
+		if len(resp.Kvs) == 0 {
+			return nil, nil
+		}
+		return resp.Kvs[0], nil
 	}
-	return resp.Kvs[0], nil
+	var own []clientv3.Cmp
+	if written {
+		own = append(own, clientv3.Compare(clientv3.CreateRevision(e.name), "=", rev))
+	}
+	tr, err := b.cli.Txn(rctx).If(own...).Then(clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)).Commit()
+	switch {
+	case err != nil:
+		return nil, err
+	case !tr.Succeeded:
+		return nil, fmt.Errorf("%s: lock %q: %w", b.addr, e.key, errEvicted)
+	}
+	return firstKV(tr.Responses[0]), nil
+}
+
+// lockrunEntry tells whether kv is a plain lock's entry as enqueueTxn
+// writes them: named for its token, under a lease, with that token in its
+// value.
+func (b *Backend) lockrunEntry(key string, kv *mvccpb.KeyValue) bool {
+	t, ok := b.nameToken(key, string(kv.Key))
+	return ok && kv.Lease != int64(clientv3.NoLease) && entryToken(kv) == t
 }
 
 // A plain lock's entry is named for its token and its lease:
