@@ -93,7 +93,7 @@ func (b *Backend) take(ctx context.Context, e *entry, o backend.AcquireOptions) 
 		case !ownEntry(holder, o):
 			return nil, &backend.HeldError{Status: b.status(e.key, holder)}
 		}
-		if l, err := b.reclaim(ctx, e.key, holder, o.TTL); !errors.Is(err, errEvicted) {
+		if l, err := b.reclaim(ctx, e.key, holder, 1, o.TTL); !errors.Is(err, errEvicted) {
 			return l, err
 		}
 	}

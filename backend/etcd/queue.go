@@ -64,7 +64,7 @@ func (b *Backend) waitTurn(ctx context.Context, e *entry, o backend.AcquireOptio
 		return b.newLease(*e), nil // first in line: the grant started the TTL
 	}
 	if ownEntry(holder, o) { // this run's earlier try holds the lock
-		l, err := b.reclaim(ctx, e.key, holder, o.TTL)
+		l, err := b.reclaim(ctx, e.key, holder, 1, o.TTL)
 		if err == nil {
 			b.revoke(ctx, e.id) // and with it the entry just queued
 			return l, nil

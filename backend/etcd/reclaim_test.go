@@ -91,11 +91,30 @@ func TestReclaimRefusesAGoneOrShortLease(t *testing.T) {
 		if tc.release {
 			l.Release(t.Context())
 		}
-		if _, err := b.reclaim(t.Context(), key, resp.Kvs[0], tc.ttl); !errors.Is(err, errEvicted) {
+		if _, err := b.reclaim(t.Context(), key, resp.Kvs[0], 1, tc.ttl); !errors.Is(err, errEvicted) {
 			t.Errorf("%s: reclaim = %v, want errEvicted", name, err)
 		}
 		if q := entries(t, c, key); len(q) != 0 {
 			t.Errorf("%s: queue after reclaim = %v, want it empty", name, q)
 		}
+	}
+}
+
+// A semaphore's retry takes over its earlier try's slot when that slot is
+// not the oldest, a waiter queued behind it or not: it keeps its token and
+// hands nothing to the waiter.
+func TestSemaphoreRetryTakesOverASlotNotTheOldest(t *testing.T) {
+	srv := etcdtest.Start(t)
+	b, c, key := openTest(t, srv.URL()), srv.Client(t), backendtest.Key(t)
+	backendtest.MustAcquire(t, b, key, semOpts("h", 2, false))
+	o := semOpts("a", 2, false)
+	o.TTL = 30 * time.Second
+	lost := backendtest.MustAcquire(t, b, key, o)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go openTest(t, srv.URL()).Acquire(ctx, key, semOpts("w", 2, true))
+	waitQueued(t, c, key, 3)
+	if l, err := b.Acquire(t.Context(), key, o); err != nil || l.Token() != lost.Token() {
+		t.Fatalf("the retry = %v, %v; want the earlier try's slot, token %d; queue %v", l, err, lost.Token(), entries(t, c, key))
 	}
 }

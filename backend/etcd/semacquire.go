@@ -47,7 +47,7 @@ func (b *Backend) takeSlot(ctx context.Context, e *entry, o backend.AcquireOptio
 		return nil, err
 	}
 	if own := earlierTry(first, e, o); own != nil {
-		return b.reclaim(ctx, e.key, own, o.TTL)
+		return b.reclaim(ctx, e.key, own, o.EffectiveLimit(), o.TTL)
 	}
 	if holdsSlot(first, e) {
 		return b.newLease(*e), nil
