@@ -92,23 +92,16 @@ func BenchmarkTurnRead(b *testing.B) {
 		b.Run(fmt.Sprint("queued=", queued), func(b *testing.B) {
 			srv := etcdtest.Start(b)
 			be, key := openTest(b, srv.URL()), backendtest.Key(nil)
-			var line []entry
+			var line []*entry
 			for i := range queued + 1 {
-				e, err := be.grant(b.Context(), key, time.Minute)
-				if err == nil {
-					_, err = be.enqueue(b.Context(), &e, opts(fmt.Sprint(i), true), true)
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-				line = append(line, e)
+				line = append(line, queueEntry(b, be, key, fmt.Sprint(i)))
 			}
 			del, err := srv.Client(b).Delete(b.Context(), line[0].name)
 			if err != nil {
 				b.Fatal(err)
 			}
 			for b.Loop() {
-				if prev, _, err := be.predecessorAt(b.Context(), &line[1], del.Header.Revision); err != nil || prev != "" {
+				if prev, _, err := be.predecessorAt(b.Context(), line[1], del.Header.Revision); err != nil || prev != "" {
 					b.Fatalf("the front's turn read: %q, %v", prev, err)
 				}
 			}
@@ -140,7 +133,7 @@ func BenchmarkJoin(b *testing.B) {
 			}
 			b.StopTimer()
 			for i := range queued {
-				join(i)
+				queueEntry(b, be, key, fmt.Sprint(i))
 			}
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {

@@ -17,7 +17,7 @@ import (
 
 // queueEntry grants a lease on b and queues an entry under it, as a
 // waiter does before it waits.
-func queueEntry(t *testing.T, b *Backend, key, holder string) *entry {
+func queueEntry(t testing.TB, b *Backend, key, holder string) *entry {
 	t.Helper()
 	e, err := b.grant(t.Context(), key, time.Minute)
 	if err == nil {
@@ -27,6 +27,25 @@ func queueEntry(t *testing.T, b *Backend, key, holder string) *entry {
 		t.Fatal(err)
 	}
 	return &e
+}
+
+// putForeign writes an entry of key's queue that lockrun did not, named
+// name (by default its lease id in hex, as etcdctl lock names them), with
+// value val, under a lease of its own; it returns the entry's key.
+func putForeign(t testing.TB, c *clientv3.Client, key, name, val string) string {
+	t.Helper()
+	g, err := c.Grant(t.Context(), 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name == "" {
+		name = fmt.Sprintf("%x", int64(g.ID))
+	}
+	name = DefaultPrefix + key + "/" + name
+	if _, err := c.Put(t.Context(), name, val, clientv3.WithLease(g.ID)); err != nil {
+		t.Fatal(err)
+	}
+	return name
 }
 
 // Entries are named in the order they queue, whatever the order their
@@ -99,23 +118,8 @@ func TestForeignEntriesQueueByCreation(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, key := openTest(t, srv.URL()), backendtest.Key(t)
-			foreign := func(name string) string {
-				t.Helper()
-				g, err := c.Grant(t.Context(), 60)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if name == "" {
-					name = fmt.Sprintf("%x", int64(g.ID))
-				}
-				name = DefaultPrefix + key + "/" + name
-				if _, err := c.Put(t.Context(), name, "", clientv3.WithLease(g.ID)); err != nil {
-					t.Fatal(err)
-				}
-				return name
-			}
 			holder := backendtest.MustAcquire(t, b, key, opts("h", false))
-			ahead := foreign(tc.ahead)
+			ahead := putForeign(t, c, key, tc.ahead, "")
 			got := make(chan error, 1)
 			go func() {
 				l, err := openTest(t, srv.URL()).Acquire(t.Context(), key, opts("w", true))
@@ -125,7 +129,7 @@ func TestForeignEntriesQueueByCreation(t *testing.T) {
 				got <- err
 			}()
 			waitQueued(t, c, key, 3)
-			foreign(tc.behind) // behind the waiter, whatever its name
+			putForeign(t, c, key, tc.behind, "") // behind the waiter, whatever its name
 			if err := holder.Release(t.Context()); err != nil {
 				t.Fatal(err)
 			}
@@ -156,14 +160,8 @@ func TestHolderBehindAnEntryNamedBeforeIt(t *testing.T) {
 	srv := etcdtest.Start(t)
 	b, c, key := openTest(t, srv.URL()), srv.Client(t), backendtest.Key(t)
 	holder := backendtest.MustAcquire(t, b, key, opts("h", false))
-	g, err := c.Grant(t.Context(), 60)
-	if err == nil {
-		_, err = c.Put(t.Context(), fmt.Sprintf("%s%s/%x", DefaultPrefix, key, int64(g.ID)), "", clientv3.WithLease(g.ID))
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = b.Acquire(t.Context(), key, opts("a", false))
+	putForeign(t, c, key, "", "")
+	_, err := b.Acquire(t.Context(), key, opts("a", false))
 	var held *backend.HeldError
 	if !errors.As(err, &held) || held.Status.Holder != "h" || held.Status.Token != holder.Token() {
 		t.Fatalf("Acquire beside the holder and a later entry named before it = %v; want held by h, token %d", err, holder.Token())
@@ -187,15 +185,10 @@ func TestHandMadeEntryNamedFirst(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b, key := openTest(t, srv.URL()), backendtest.Key(t)
 			h := backendtest.MustAcquire(t, b, key, opts("h", false))
-			var put []clientv3.OpOption
+			const name = "t00000000000000000001-1" // token 1, lease 1
 			if tc.lease {
-				g, err := c.Grant(t.Context(), 60)
-				if err != nil {
-					t.Fatal(err)
-				}
-				put = append(put, clientv3.WithLease(g.ID))
-			}
-			if _, err := c.Put(t.Context(), DefaultPrefix+key+"/t00000000000000000001-1", tc.value, put...); err != nil {
+				putForeign(t, c, key, name, tc.value)
+			} else if _, err := c.Put(t.Context(), DefaultPrefix+key+"/"+name, tc.value); err != nil {
 				t.Fatal(err)
 			}
 			_, err := b.Acquire(t.Context(), key, opts("a", false))
@@ -218,14 +211,7 @@ func TestHandMadeEntryNamedFirst(t *testing.T) {
 func TestOldestReadNowWhenCompacted(t *testing.T) {
 	srv := etcdtest.Start(t)
 	b, c, key := openTest(t, srv.URL()), srv.Client(t), backendtest.Key(t)
-	g, err := c.Grant(t.Context(), 60)
-	if err != nil {
-		t.Fatal(err)
-	}
-	foreign := fmt.Sprintf("%s%s/%x", DefaultPrefix, key, int64(g.ID))
-	if _, err := c.Put(t.Context(), foreign, "", clientv3.WithLease(g.ID)); err != nil {
-		t.Fatal(err)
-	}
+	foreign := putForeign(t, c, key, "", "")
 	e := queueEntry(t, b, key, "w")
 	first, err := c.Get(t.Context(), foreign)
 	if err != nil {

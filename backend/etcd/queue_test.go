@@ -152,17 +152,6 @@ func TestPredecessorAtTheDeletionsRevision(t *testing.T) {
 	srv := etcdtest.Start(t)
 	b, c, key := openTest(t, srv.URL()), srv.Client(t), backendtest.Key(t)
 	ctx := t.Context()
-	queue := func(holder string) *entry {
-		t.Helper()
-		e, err := b.grant(ctx, key, time.Minute)
-		if err == nil {
-			_, err = b.enqueue(ctx, &e, opts(holder, true), true)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &e
-	}
 	del := func(name string) int64 {
 		t.Helper()
 		resp, err := c.Delete(ctx, name)
@@ -178,7 +167,7 @@ func TestPredecessorAtTheDeletionsRevision(t *testing.T) {
 			t.Fatalf("at revision %d: predecessor %q (%d), %v; want %v", rev, prev, prevRev, err, wantPrev)
 		}
 	}
-	h, w1, w2 := queue("h"), queue("w1"), queue("w2")
+	h, w1, w2 := queueEntry(t, b, key, "h"), queueEntry(t, b, key, "w1"), queueEntry(t, b, key, "w2")
 	gaveUp := del(w1.name) // w1 leaves while h holds
 	want(gaveUp, w2, h)
 	want(gaveUp-1, w2, w1)
