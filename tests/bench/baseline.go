@@ -30,7 +30,7 @@ func (e *env) beforeAfter(tgs []target) *table {
 				}
 				over[j] = append(over[j], d)
 				if round%3 == 0 {
-					c, err := e.runChain(tools[j], queueLen, nil)
+					c, err := e.runChain(tools[j], queueLen, nil, nil)
 					if err != nil {
 						e.tb.Fatal(err)
 					}

@@ -43,8 +43,9 @@ type stampLine struct {
 
 // runChain queues n contenders of tl behind a holder on a new key, opens
 // the gate and waits for the queue to drain. served counts the server's
-// requests (nil: no server).
-func (e *env) runChain(tl tool, n int, served func() int64) (chain, error) {
+// requests (nil: no server); queued, if not nil, runs once all n wait,
+// before the gate opens.
+func (e *env) runChain(tl tool, n int, served func() int64, queued func()) (chain, error) {
 	key := e.key("chain")
 	log, gate := filepath.Join(e.dir, key+".log"), filepath.Join(e.dir, key+".gate")
 	if err := syscall.Mkfifo(gate, 0o600); err != nil {
@@ -83,11 +84,14 @@ func (e *env) runChain(tl tool, n int, served func() int64) (chain, error) {
 		holder.kill()
 		return chain{}, err
 	}
-	queued := make(map[int]int64, n) // each waiter's context switches so far
+	if queued != nil {
+		queued()
+	}
+	switches := make(map[int]int64, n) // each waiter's context switches so far
 	var pss int64
 	for _, w := range waiters {
 		pid := w.cmd.Process.Pid
-		queued[pid] = procfs.Switches(pid)
+		switches[pid] = procfs.Switches(pid)
 		pss += rollupKB(pid, "Pss")
 		for _, c := range children(pid) {
 			pss += rollupKB(c, "Pss")
@@ -103,7 +107,7 @@ func (e *env) runChain(tl tool, n int, served func() int64) (chain, error) {
 		}
 	}
 	waiters = nil
-	c, err := drained(log, n, count(served)-before, queued)
+	c, err := drained(log, n, count(served)-before, switches)
 	c.waiterPSS = pss / int64(n)
 	return c, err
 }

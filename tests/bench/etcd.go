@@ -26,7 +26,7 @@ func (e *env) etcdTarget() target {
 		return max(int(resp.Count)-1, 0) // the oldest entry holds
 	}
 	tg := target{name: "etcd", addr: srv.Addr(), tools: func(addr string) (tool, tool) {
-		peer := tool{name: "etcdctl lock", binary: lookPath(e.tb, "etcdctl"), queued: queued, renews: true,
+		peer := tool{name: "etcdctl lock", binary: lookPath(e.tb, "etcdctl"), queued: queued, renews: true, maxQueue: 1000,
 			cmd: func(key string, ttl time.Duration, argv ...string) []string {
 				args := []string{"etcdctl", "--endpoints", addr, "lock"}
 				if ttl > 0 {

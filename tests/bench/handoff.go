@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -32,7 +33,7 @@ func (e *env) handoff(tgs []target) *table {
 			floor = append(floor, e.floorChain()...)
 			for i := range tools {
 				j := (i + round) % len(tools) // lockrun first one round, the peer the next
-				c, err := e.runChain(tools[j], queueLen, nil)
+				c, err := e.runChain(tools[j], queueLen, nil, nil)
 				if err != nil {
 					e.tb.Fatal(err)
 				}
@@ -66,7 +67,8 @@ func (e *env) floorChain() samples {
 
 // scaling drains queues of 1, 10, 100 and 1000 waiters: the hand-off, the
 // server requests and the waiters' wake-ups per hand-off should not grow
-// with the queue. Peers are measured up to peerQueueMax waiting.
+// with the queue. Peers are measured up to peerQueueMax waiting, or
+// their own maxQueue.
 func (e *env) scaling(tgs []target) *table {
 	sizes := []int{1, 10, 100, 1000}
 	if e.short {
@@ -80,18 +82,26 @@ func (e *env) scaling(tgs []target) *table {
 			"wake-ups: context switches of a waiting tool process per hand-off it waited through " +
 			"(the slope over the queue: ~0 when only the next in line wakes, more with a herd or a poll); " +
 			"memory: the PSS of one queued lockrun and its watchdog, the mean over the queue. Peers up to " +
-			fmt.Sprint(peerQueueMax) + " waiting.",
-		head: []string{"backend", "waiting", "peer", "peer p50", "peer req/hand-off", "peer wake-ups", "lockrun p50", "lockrun req/hand-off", "lockrun wake-ups", "lockrun PSS per waiter"},
+			fmt.Sprint(peerQueueMax) + " waiting (`etcdctl lock`, which waits in a watch as lockrun does, up to 1000). The host with lockrun's N waiting, before its queue drains: " +
+			"the floor of section 2 (a shell starting one command after another, no lock), and one request's " +
+			"round trip from a Go client to the server: what the waiters' mere presence costs every process " +
+			"and the server.",
+		head: []string{"backend", "waiting", "peer", "peer p50", "peer req/hand-off", "peer wake-ups", "lockrun p50", "lockrun req/hand-off", "lockrun wake-ups", "lockrun PSS per waiter", "floor, N waiting", "round trip, N waiting"},
 	}
 	for _, tg := range tgs {
 		for _, n := range sizes {
 			row := []string{tg.name, fmt.Sprint(n), "`" + tg.peer.name + "`"}
+			var host loaded
 			for _, tl := range []tool{tg.peer, tg.lockrun} {
-				if tl.name != "lockrun" && n > peerQueueMax {
+				if tl.name != "lockrun" && n > cmp.Or(tl.maxQueue, peerQueueMax) {
 					row = append(row, "—", "—", "—")
 					continue
 				}
-				c, err := e.chains(tl, n, tg.served)
+				var queued func()
+				if tl.name == "lockrun" {
+					queued = func() { host.measure(e, tg.rtt) }
+				}
+				c, err := e.chains(tl, n, tg.served, queued)
 				if err != nil {
 					e.tb.Fatal(err)
 				}
@@ -107,7 +117,7 @@ func (e *env) scaling(tgs []target) *table {
 					row = append(row, mib(c.waiterPSS))
 				}
 			}
-			t.add(row...)
+			t.add(append(row, host.cells()...)...)
 		}
 	}
 	return t
@@ -124,12 +134,12 @@ const minHandoffs = 20
 
 // chains drains queues of n waiters until minHandoffs hand-offs were
 // seen, and sums them up; the slope and the memory are the means of the
-// queues'.
-func (e *env) chains(tl tool, n int, served func() int64) (chain, error) {
+// queues'. queued is runChain's.
+func (e *env) chains(tl tool, n int, served func() int64, queued func()) (chain, error) {
 	var all chain
 	runs := (minHandoffs + n - 1) / n
 	for range runs {
-		c, err := e.runChain(tl, n, served)
+		c, err := e.runChain(tl, n, served, queued)
 		if err != nil {
 			return chain{}, err
 		}
@@ -139,6 +149,41 @@ func (e *env) chains(tl tool, n int, served func() int64) (chain, error) {
 		all.waiterPSS += c.waiterPSS / int64(runs)
 	}
 	return all, nil
+}
+
+// loaded is the host's speed while a queue waits: section 2's floor,
+// and one request's round trip to the server (0: no server). The
+// first queue of a row measures it; the others leave it be.
+type loaded struct {
+	floor, rtt time.Duration
+	done       bool
+}
+
+func (l *loaded) measure(e *env, rtt func() time.Duration) {
+	if l.done {
+		return
+	}
+	l.done = true
+	var floor samples
+	for range 4 {
+		floor = append(floor, e.floorChain()...)
+	}
+	l.floor = floor.p50()
+	if rtt != nil {
+		l.rtt = rtt()
+	}
+}
+
+// cells are the row's two columns: "—" for what was not measured.
+func (l *loaded) cells() []string {
+	if !l.done {
+		return []string{"—", "—"}
+	}
+	rtt := "—"
+	if l.rtt > 0 {
+		rtt = ms(l.rtt)
+	}
+	return []string{ms(l.floor), rtt}
 }
 
 func round1(v float64) float64 { return math.Round(v*10) / 10 }

@@ -29,6 +29,10 @@ type tool struct {
 	queued func(key string) int
 	renews bool   // it keeps its lease alive while the command runs
 	url    string // lockrun's --backend; empty for a peer
+	// maxQueue is the longest queue of the scaling measure for a peer
+	// that waits as lockrun does, without polling, in a program light
+	// enough for a thousand of it; 0 is peerQueueMax.
+	maxQueue int
 }
 
 // target is one backend: its server, lockrun on it, and the peer.
