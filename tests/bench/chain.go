@@ -43,9 +43,9 @@ type stampLine struct {
 
 // runChain queues n contenders of tl behind a holder on a new key, opens
 // the gate and waits for the queue to drain. served counts the server's
-// requests (nil: no server); queued, if not nil, runs once all n wait,
-// before the gate opens.
-func (e *env) runChain(tl tool, n int, served func() int64, queued func()) (chain, error) {
+// requests (nil: no server); whileQueued, if not nil, runs once all n
+// wait, before the gate opens.
+func (e *env) runChain(tl tool, n int, served func() int64, whileQueued func()) (chain, error) {
 	key := e.key("chain")
 	log, gate := filepath.Join(e.dir, key+".log"), filepath.Join(e.dir, key+".gate")
 	if err := syscall.Mkfifo(gate, 0o600); err != nil {
@@ -56,7 +56,11 @@ func (e *env) runChain(tl tool, n int, served func() int64, queued func()) (chai
 		return chain{}, err
 	}
 	var waiters []*waiter
+	opened := false
 	defer func() {
+		if !opened { // a failure, or a Fatal: the queue drains once the holder is gone
+			holder.kill()
+		}
 		for _, w := range waiters {
 			_ = w.wait()
 		}
@@ -66,7 +70,6 @@ func (e *env) runChain(tl tool, n int, served func() int64, queued func()) (chai
 		argv := tl.cmd(key, 0, e.stampArgs("-hold", jobHold, "-log", log, "-parent-wakeups")...)
 		w, err := startWaiter(argv, filepath.Join(e.dir, fmt.Sprintf("%s-%d.stderr", key, i)))
 		if err != nil {
-			holder.kill()
 			return chain{}, err
 		}
 		waiters = append(waiters, w)
@@ -75,17 +78,15 @@ func (e *env) runChain(tl tool, n int, served func() int64, queued func()) (chai
 		// client's connect timeout).
 		if (i+1)%startBatch == 0 && i+1 < n {
 			if err := e.waitQueued(tl, key, i+1, waiters); err != nil {
-				holder.kill()
 				return chain{}, err
 			}
 		}
 	}
 	if err := e.waitQueued(tl, key, n, waiters); err != nil {
-		holder.kill()
 		return chain{}, err
 	}
-	if queued != nil {
-		queued()
+	if whileQueued != nil {
+		whileQueued()
 	}
 	switches := make(map[int]int64, n) // each waiter's context switches so far
 	var pss int64
@@ -101,6 +102,7 @@ func (e *env) runChain(tl tool, n int, served func() int64, queued func()) (chai
 	if err := open(gate); err != nil {
 		return chain{}, err
 	}
+	opened = true
 	for _, w := range waiters {
 		if err := w.wait(); err != nil {
 			return chain{}, err
@@ -161,9 +163,9 @@ func (e *env) waitQueued(tl tool, key string, n int, started []*waiter) error {
 	return nil
 }
 
-// drained reads a drained chain's stamps in the order they ran; queued
+// drained reads a drained chain's stamps in the order they ran; switches
 // holds each waiter's context switches when the gate opened.
-func drained(log string, n int, requests int64, queued map[int]int64) (chain, error) {
+func drained(log string, n int, requests int64, switches map[int]int64) (chain, error) {
 	lines, err := readStamps(log)
 	if err != nil {
 		return chain{}, err
@@ -179,21 +181,21 @@ func drained(log string, n int, requests int64, queued map[int]int64) (chain, er
 		}
 		c.handoffs = append(c.handoffs, time.Duration(lines[i].start-lines[i-1].end))
 	}
-	c.slope = slope(lines[1:], queued)
+	c.slope = slope(lines[1:], switches)
 	return c, nil
 }
 
 // slope fits w = a + slope·i over the waiters in the order they ran, where
 // w is how often the waiter's tool woke between the gate's opening and its
 // turn.
-func slope(waiters []stampLine, queued map[int]int64) float64 {
+func slope(waiters []stampLine, switches map[int]int64) float64 {
 	n := float64(len(waiters))
 	if n < 2 {
 		return 0
 	}
 	var sx, sy, sxx, sxy float64
 	for i, w := range waiters {
-		x, y := float64(i), float64(w.wakeups-queued[w.parent])
+		x, y := float64(i), float64(w.wakeups-switches[w.parent])
 		sx, sy, sxx, sxy = sx+x, sy+y, sxx+x*x, sxy+x*y
 	}
 	return (n*sxy - sx*sy) / (n*sxx - sx*sx)

@@ -67,8 +67,8 @@ func (e *env) floorChain() samples {
 
 // scaling drains queues of 1, 10, 100 and 1000 waiters: the hand-off, the
 // server requests and the waiters' wake-ups per hand-off should not grow
-// with the queue. Peers are measured up to peerQueueMax waiting, or
-// their own maxQueue.
+// with the queue. Peers are measured up to their maxQueue waiting if
+// set, else up to peerQueueMax.
 func (e *env) scaling(tgs []target) *table {
 	sizes := []int{1, 10, 100, 1000}
 	if e.short {
@@ -82,10 +82,12 @@ func (e *env) scaling(tgs []target) *table {
 			"wake-ups: context switches of a waiting tool process per hand-off it waited through " +
 			"(the slope over the queue: ~0 when only the next in line wakes, more with a herd or a poll); " +
 			"memory: the PSS of one queued lockrun and its watchdog, the mean over the queue. Peers up to " +
-			fmt.Sprint(peerQueueMax) + " waiting (`etcdctl lock`, which waits in a watch as lockrun does, up to 1000). The host with lockrun's N waiting, before its queue drains: " +
-			"the floor of section 2 (a shell starting one command after another, no lock), and one request's " +
-			"round trip from a Go client to the server: what the waiters' mere presence costs every process " +
-			"and the server.",
+			fmt.Sprint(peerQueueMax) + " waiting; those that wait as lockrun does, without polling, in a light process " +
+			"(" + longQueuePeers(tgs) + "), up to 1000. Each tool keeps its default lease: a long queue's renewals " +
+			"while it waits (lockrun every 10 s, `etcdctl lock` every 3.3 s) are most of its requests per hand-off. " +
+			"The host with lockrun's N waiting, before its queue drains: the floor of section 2 (a shell starting " +
+			"one command after another, no lock), and one request's round trip from a Go client to the server: " +
+			"what the waiters' mere presence costs every process and the server.",
 		head: []string{"backend", "waiting", "peer", "peer p50", "peer req/hand-off", "peer wake-ups", "lockrun p50", "lockrun req/hand-off", "lockrun wake-ups", "lockrun PSS per waiter", "floor, N waiting", "round trip, N waiting"},
 	}
 	for _, tg := range tgs {
@@ -97,11 +99,11 @@ func (e *env) scaling(tgs []target) *table {
 					row = append(row, "—", "—", "—")
 					continue
 				}
-				var queued func()
+				var whileQueued func()
 				if tl.name == "lockrun" {
-					queued = func() { host.measure(e, tg.rtt) }
+					whileQueued = func() { host.measure(e, tg.rtt) }
 				}
-				c, err := e.chains(tl, n, tg.served, queued)
+				c, err := e.chains(tl, n, tg.served, whileQueued)
 				if err != nil {
 					e.tb.Fatal(err)
 				}
@@ -123,10 +125,24 @@ func (e *env) scaling(tgs []target) *table {
 	return t
 }
 
-// peerQueueMax is the longest queue of a peer in the scaling measure: a
-// thousand Python interpreters (kazoo) or shells polling Redis would
-// measure the machine rather than the tool.
+// peerQueueMax is the longest queue of a peer in the scaling measure
+// unless its tool says otherwise: a thousand Python interpreters (kazoo)
+// or shells polling Redis would measure the machine rather than the tool.
 const peerQueueMax = 100
+
+// longQueuePeers names the peers of tgs queued past peerQueueMax.
+func longQueuePeers(tgs []target) string {
+	var names []string
+	for _, tg := range tgs {
+		if tg.peer.maxQueue > peerQueueMax {
+			names = append(names, "`"+tg.peer.name+"`")
+		}
+	}
+	if len(names) == 0 {
+		return "none here"
+	}
+	return strings.Join(names, ", ")
+}
 
 // minHandoffs is how many hand-offs the scaling measure takes at least
 // for each queue length: a queue of one is drained that many times.
@@ -134,12 +150,12 @@ const minHandoffs = 20
 
 // chains drains queues of n waiters until minHandoffs hand-offs were
 // seen, and sums them up; the slope and the memory are the means of the
-// queues'. queued is runChain's.
-func (e *env) chains(tl tool, n int, served func() int64, queued func()) (chain, error) {
+// queues'. whileQueued is runChain's.
+func (e *env) chains(tl tool, n int, served func() int64, whileQueued func()) (chain, error) {
 	var all chain
 	runs := (minHandoffs + n - 1) / n
 	for range runs {
-		c, err := e.runChain(tl, n, served, queued)
+		c, err := e.runChain(tl, n, served, whileQueued)
 		if err != nil {
 			return chain{}, err
 		}
@@ -159,6 +175,8 @@ type loaded struct {
 	done       bool
 }
 
+// measure takes the floor and, if rtt is not nil, the round trip, the
+// first time it is called.
 func (l *loaded) measure(e *env, rtt func() time.Duration) {
 	if l.done {
 		return
@@ -175,15 +193,6 @@ func (l *loaded) measure(e *env, rtt func() time.Duration) {
 }
 
 // cells are the row's two columns: "—" for what was not measured.
-func (l *loaded) cells() []string {
-	if !l.done {
-		return []string{"—", "—"}
-	}
-	rtt := "—"
-	if l.rtt > 0 {
-		rtt = ms(l.rtt)
-	}
-	return []string{ms(l.floor), rtt}
-}
+func (l *loaded) cells() []string { return []string{ms(l.floor), ms(l.rtt)} }
 
 func round1(v float64) float64 { return math.Round(v*10) / 10 }

@@ -54,7 +54,7 @@ func (e *env) postgresTarget() target {
 	tg := target{name: "postgres", addr: srv.Addr(), tools: func(addr string) (tool, tool) {
 		url := pgtest.WithParam(e.tb, pgtest.WithHost(e.tb, srv.URL(), addr), "connect_timeout", "10")
 		host, port, _ := strings.Cut(addr, ":")
-		peer := tool{name: "psql advisory lock", binary: psql, queued: locks(" AND NOT granted"),
+		peer := tool{name: "psql advisory lock", binary: psql, queued: locks(" AND NOT granted"), maxQueue: 1000,
 			cmd: func(key string, _ time.Duration, argv ...string) []string {
 				id := "hashtext('" + key + "')"
 				return []string{psql, "-X", "-q", "-o", "/dev/null", "-h", host, "-p", port, "-U", "postgres", "-d", "postgres",

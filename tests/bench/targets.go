@@ -29,8 +29,8 @@ type tool struct {
 	queued func(key string) int
 	renews bool   // it keeps its lease alive while the command runs
 	url    string // lockrun's --backend; empty for a peer
-	// maxQueue is the longest queue of the scaling measure for a peer
-	// that waits as lockrun does, without polling, in a program light
+	// maxQueue is the longest queue the scaling measure gives a peer
+	// that waits as lockrun does, without polling, in a process light
 	// enough for a thousand of it; 0 is peerQueueMax.
 	maxQueue int
 }
@@ -92,7 +92,7 @@ func (e *env) fileTarget() target {
 	dir := e.tb.TempDir()
 	queued := func(key string) int { return blockedFlocks(e.tb, filepath.Join(dir, key+".lock")) }
 	tg := target{name: "file", tools: func(string) (tool, tool) {
-		peer := tool{name: "flock", binary: lookPath(e.tb, "flock"), queued: queued,
+		peer := tool{name: "flock", binary: lookPath(e.tb, "flock"), queued: queued, maxQueue: 1000,
 			cmd: func(key string, _ time.Duration, argv ...string) []string {
 				return append([]string{"flock", filepath.Join(dir, key+".lock")}, argv...)
 			}}
