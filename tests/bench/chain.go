@@ -110,9 +110,15 @@ func (e *env) runChain(tl tool, n int, served func() int64, whileQueued func()) 
 	}
 	waiters = nil
 	c, err := drained(log, n, count(served)-before, switches)
+	if err != nil {
+		return chain{}, fmt.Errorf("%s: %w", tl.name, err)
+	}
 	c.waiterPSS = pss / int64(n)
-	return c, err
+	return c, nil
 }
+
+// stampTime is a stamp's clock reading, to the microsecond.
+func stampTime(ns int64) string { return time.Unix(0, ns).UTC().Format("15:04:05.000000") }
 
 // startBatch is how many waiters of a chain start before the bench waits
 // for them to queue.
@@ -176,8 +182,9 @@ func drained(log string, n int, requests int64, switches map[int]int64) (chain, 
 	slices.SortFunc(lines, func(a, b stampLine) int { return int(a.start - b.start) })
 	c := chain{requests: requests}
 	for i := 1; i < len(lines); i++ {
-		if lines[i].start < lines[i-1].end {
-			return chain{}, fmt.Errorf("%s: two commands ran at once", log)
+		if a, b := lines[i-1], lines[i]; b.start < a.end {
+			return chain{}, fmt.Errorf("%s: two commands ran at once: one under pid %d from %s to %s, the next under pid %d from %s",
+				log, a.parent, stampTime(a.start), stampTime(a.end), b.parent, stampTime(b.start))
 		}
 		c.handoffs = append(c.handoffs, time.Duration(lines[i].start-lines[i-1].end))
 	}

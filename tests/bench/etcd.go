@@ -26,7 +26,10 @@ func (e *env) etcdTarget() target {
 		return max(int(resp.Count)-1, 0) // the oldest entry holds
 	}
 	tg := target{name: "etcd", addr: srv.Addr(), tools: func(addr string) (tool, tool) {
-		peer := tool{name: "etcdctl lock", binary: lookPath(e.tb, "etcdctl"), queued: queued, renews: true, maxQueue: 1000,
+		// Not queued to 1000 (see maxQueue): on two cores, a thousand
+		// etcdctl locks lost their 10 s sessions while they queued, and
+		// etcdctl lock does not stop a command whose lease is gone.
+		peer := tool{name: "etcdctl lock", binary: lookPath(e.tb, "etcdctl"), queued: queued, renews: true,
 			cmd: func(key string, ttl time.Duration, argv ...string) []string {
 				args := []string{"etcdctl", "--endpoints", addr, "lock"}
 				if ttl > 0 {
