@@ -84,7 +84,7 @@ func (e *env) scaling(tgs []target) *table {
 			"memory: the PSS of one queued lockrun and its watchdog, the mean over the queue. Peers up to " +
 			fmt.Sprint(peerQueueMax) + " waiting; those that wait as lockrun does, without polling, in a light process " +
 			"(" + longQueuePeers(tgs) + "), up to 1000. Each tool keeps its default lease: a long queue's renewals " +
-			"while it waits (lockrun every 10 s, `etcdctl lock` every 3.3 s) are most of its requests per hand-off. " +
+			"while it waits (lockrun every 10 s, `etcdctl lock` every 3.3 s) add to its requests per hand-off. " +
 			"The host with lockrun's N waiting, before its queue drains: the floor of section 2 (a shell starting " +
 			"one command after another, no lock), and one request's round trip from a Go client to the server: " +
 			"what the waiters' mere presence costs every process and the server.",
