@@ -69,10 +69,12 @@ func (db *backfillDB) cmd(t *testing.T, name string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// backfill is `lockrun run` of the example, with its output in out.
-func (db *backfillDB) backfill(t *testing.T, out *bytes.Buffer, extra ...string) *exec.Cmd {
+// backfill is `lockrun run` of the example with lease ttl, its output in
+// out. Only a test that waits out a frozen holder wants a short ttl: on a
+// loaded host a 2 s lease can expire under a holder that is merely slow.
+func (db *backfillDB) backfill(t *testing.T, out *bytes.Buffer, ttl string, extra ...string) *exec.Cmd {
 	t.Helper()
-	args := append([]string{"run", "--backend", db.locks, "--ttl", "2s"}, extra...)
+	args := append([]string{"run", "--backend", db.locks, "--ttl", ttl}, extra...)
 	args = append(args, "backfill-invoices", "--", "examples/fenced-backfill/backfill.sh")
 	cmd := db.cmd(t, lockruntest.Binary(t), args...)
 	cmd.Stdout, cmd.Stderr = out, out
@@ -90,12 +92,12 @@ func (db *backfillDB) count(t *testing.T, sql string, args ...any) (n int) {
 func TestFencedBackfillRunsEveryBatchOnce(t *testing.T) {
 	db := newBackfillDB(t)
 	var out bytes.Buffer
-	if err := db.backfill(t, &out).Run(); err != nil {
+	if err := db.backfill(t, &out, "30s").Run(); err != nil {
 		t.Fatalf("backfill: %v\n%s", err, &out)
 	}
 	db.wantEveryBatchOnce(t)
 	out.Reset()
-	if err := db.backfill(t, &out).Run(); err != nil || !strings.Contains(out.String(), "nothing left") {
+	if err := db.backfill(t, &out, "30s").Run(); err != nil || !strings.Contains(out.String(), "nothing left") {
 		t.Fatalf("a second run, with a newer token, on a finished backfill: %v\n%s", err, &out)
 	}
 }
@@ -122,7 +124,7 @@ func (db *backfillDB) wantEveryBatchOnce(t *testing.T) {
 func TestFencedBackfillRefusesAFrozenHoldersLateWrite(t *testing.T) {
 	db := newBackfillDB(t)
 	var outA, outB bytes.Buffer
-	a := db.backfill(t, &outA)
+	a := db.backfill(t, &outA, "2s")
 	a.Env = append(a.Env, "BACKFILL_PAUSE=0.1")
 	if err := a.Start(); err != nil {
 		t.Fatal(err)
@@ -137,7 +139,7 @@ func TestFencedBackfillRefusesAFrozenHoldersLateWrite(t *testing.T) {
 	byA := db.count(t, "SELECT count(*) FROM backfill_log")
 	t.Logf("frozen after %d batches", byA)
 
-	if err := db.backfill(t, &outB, "--wait").Run(); err != nil {
+	if err := db.backfill(t, &outB, "2s", "--wait").Run(); err != nil {
 		t.Fatalf("the second run: %v\n%s", err, &outB)
 	}
 	db.wantEveryBatchOnce(t)

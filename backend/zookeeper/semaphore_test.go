@@ -210,8 +210,15 @@ func TestWaiterThatGivesUpLeavesTheQueue(t *testing.T) {
 func TestCrashedWaiterIsPassedOver(t *testing.T) {
 	p := &proxied{srv: zktest.Start(t), by: map[*Backend]*netproxy.Proxy{}}
 	key := backendtest.Key(t)
-	h0 := backendtest.MustAcquire(t, p.open(t), key, semOpts("h0", 2, false))
-	h1 := backendtest.MustAcquire(t, p.open(t), key, semOpts("h1", 2, false))
+	// Only the dead waiter's session is short: a loaded host that stalls
+	// a live client for its 1.25 s would expire h1 too (seen in CI).
+	live := func(holder string, wait bool) backend.AcquireOptions {
+		o := semOpts(holder, 2, wait)
+		o.TTL = 10 * time.Second
+		return o
+	}
+	h0 := backendtest.MustAcquire(t, p.open(t), key, live("h0", false))
+	h1 := backendtest.MustAcquire(t, p.open(t), key, live("h1", false))
 	dead := p.open(t).(*Backend)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -220,7 +227,7 @@ func TestCrashedWaiterIsPassedOver(t *testing.T) {
 	got := make(chan backend.Lease, 1)
 	next := p.open(t)
 	go func() {
-		l, err := next.Acquire(t.Context(), key, semOpts("next", 2, true))
+		l, err := next.Acquire(t.Context(), key, live("next", true))
 		if err != nil {
 			t.Error(err)
 		}
