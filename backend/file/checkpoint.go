@@ -3,7 +3,6 @@ package file
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/internal/randtext"
 )
 
 var _ backend.Checkpointer = (*Backend)(nil)
@@ -78,7 +78,11 @@ func (b *Backend) refused(key string, token backend.Token) error {
 // replace writes data to a new file beside path, syncs it and renames it
 // over path. The new file is created exclusively and never followed.
 func (b *Backend) replace(path string, data []byte) error {
-	tmp := path + ".tmp-" + rand.Text()[:10]
+	suffix, err := randtext.Text()
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp-" + suffix[:10]
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, os.FileMode(b.fileMode))
 	if err != nil {
 		return openError(tmp, err, false)

@@ -1,8 +1,8 @@
 package app
 
 import (
-	"crypto/rand"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/lockrun/lockrun/backend"
 	"github.com/lockrun/lockrun/internal/heartbeat"
+	"github.com/lockrun/lockrun/internal/randtext"
 	"github.com/lockrun/lockrun/internal/runner"
 	"github.com/lockrun/lockrun/internal/watchdog"
 )
@@ -131,7 +132,11 @@ func (st *state) run(c *cli.Context) error {
 	if err := checkMetricsFile(c.String("metrics-file")); err != nil {
 		return err
 	}
-	raw, runID := c.String("backend"), rand.Text()
+	runID, err := randtext.Text()
+	if err != nil {
+		return fmt.Errorf("a run id: %w", err)
+	}
+	raw := c.String("backend")
 	job := runner.Job{
 		Key: key,
 		Acquire: backend.AcquireOptions{TTL: policy.TTL, Holder: holder, RunID: runID, Wait: c.Bool("wait") || timeout > 0,

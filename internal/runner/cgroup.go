@@ -2,7 +2,6 @@ package runner
 
 import (
 	"bufio"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/lockrun/lockrun/internal/randtext"
 )
 
 // cgroup is a cgroup v2 of the command's own. A process cannot leave it
@@ -35,7 +36,11 @@ func newCgroup() (*cgroup, error) {
 	}
 	// Named for the lockrun that made it, so that an operator (or a test)
 	// can tell whose it is: lockrun-PID-RANDOM.
-	dir := filepath.Join(parent, fmt.Sprintf("lockrun-%d-%s", os.Getpid(), strings.ToLower(rand.Text()[:8])))
+	suffix, err := randtext.Text()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(parent, fmt.Sprintf("lockrun-%d-%s", os.Getpid(), strings.ToLower(suffix[:8])))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, err
 	}

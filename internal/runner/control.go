@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/internal/randtext"
 )
 
 // EnvControl names the unix socket on which a command asks its own lockrun
@@ -149,7 +149,11 @@ func newControl(job Job, log *slog.Logger) *control {
 	if !ok {
 		return nil
 	}
-	ln, err := net.Listen("unix", "@lockrun-"+rand.Text())
+	name, err := randtext.Text()
+	var ln net.Listener
+	if err == nil {
+		ln, err = net.Listen("unix", "@lockrun-"+name)
+	}
 	if err != nil {
 		log.Warn("no control socket for the command: checkpoints and fence checks will fail", "err", err)
 		return nil
