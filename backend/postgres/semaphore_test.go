@@ -133,7 +133,7 @@ func TestCrashedWaiterLeavesTheSemaphoresLine(t *testing.T) {
 		}
 		held[i] = l
 	}
-	front := stuckFront(t, b, "k")
+	front := stuckFront(t, b, "k", time.Minute)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	got := make(chan error, 1)

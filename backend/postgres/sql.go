@@ -27,6 +27,8 @@ var (
 	inspectSQL string
 	//go:embed sql/queue.sql
 	queueSQL string
+	//go:embed sql/keep.sql
+	keepSQL string
 	//go:embed sql/upgrade.sql
 	upgradeSQL string
 	//go:embed sql/list.sql

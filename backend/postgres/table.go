@@ -24,6 +24,8 @@ const (
 	codeClassResources        = "53" // insufficient resources: out of memory, too many connections
 	// lock_timeout ran out while waiting in line.
 	codeLockNotAvailable = "55P03"
+	// A statement_timeout (the server's or the role's), or a cancel.
+	codeQueryCanceled = "57014"
 )
 
 // retryMissingTable runs f, and when the lease table does not exist yet

@@ -19,12 +19,16 @@ import (
 // the front waiter listens and tries, so a release wakes one client
 // however many wait, and they are served in order of arrival.
 //
-// A place in line is kept only until the lease seen last can have expired,
-// plus frontSlack: a front waiter that is alive but stuck (its process
-// frozen, its session open) would otherwise hold up the whole line. Then
-// the caller tries once itself and, if the lock is held, joins again at
-// the back; waiters that queued earlier saw earlier expiries and rejoin
-// first, so the order of arrival mostly survives.
+// A waiter keeps its place in line however long the lock is held: waiting
+// costs it nothing and the server nothing. The front waiter keeps its
+// place only while it speaks on its queue session by the times it gave
+// (see place): a front that is alive to the server but stuck (its
+// process frozen, its host cut off) would otherwise hold up the whole
+// line, and the server ends its session once it is silent for longer
+// than the lease it saw can have lasted, plus frontSlack. A waiter that
+// nonetheless waited lineBackstop (behind a front of an older lockrun,
+// which set no such bound), or was cancelled by a statement_timeout,
+// tries once itself and, if the lock is held, joins again at the back.
 func (b *Backend) acquireWaiting(ctx context.Context, key string, o backend.AcquireOptions) (backend.Lease, error) {
 	c, err := b.connect(ctx)
 	if err != nil {
@@ -41,15 +45,16 @@ func (b *Backend) acquireWaiting(ctx context.Context, key string, o backend.Acqu
 			}
 			return l, nil
 		}
-		tx, err := b.enqueue(ctx, c, key, nextFree(held.Status)+frontSlack)
-		if pgCode(err) == codeLockNotAvailable {
-			continue // the front waiter did not take the lock in time
+		left := nextFree(held.Status)
+		tx, err := b.enqueue(ctx, c, key, left)
+		if code := pgCode(err); (code == codeLockNotAvailable || code == codeQueryCanceled) && ctx.Err() == nil {
+			continue // waited lineBackstop, or a statement_timeout ended the wait
 		}
 		if err != nil {
 			b.conns.put(c)
 			return nil, b.waitFail(ctx, key, b.fail(fmt.Sprintf("queueing for lock %q", key), err))
 		}
-		won, listener, err := b.front(ctx, key, o)
+		won, listener, err := b.front(ctx, key, o, &place{tx: tx, until: time.Now().Add(left)})
 		switch {
 		case err != nil:
 			b.leaveQueue(c, tx)
@@ -64,25 +69,33 @@ func (b *Backend) acquireWaiting(ctx context.Context, key string, o backend.Acqu
 	}
 }
 
-// frontSlack is how long past the expiry of the lease it saw a waiter
-// stays in line: the time a healthy front waiter needs to wake at that
-// expiry and take the lock (a timer, then one round trip). Shorter costs
-// only statements and the front waiter's turn, never safety.
-const frontSlack = 250 * time.Millisecond
+// frontSlack is how long past the expiry of the lease it saw a front
+// waiter may be silent on its queue session before the server ends it:
+// the time a healthy front needs to wake at that expiry, or to connect
+// the session it listens on, and to say so (a timer and a few round
+// trips). Shorter costs only the front waiter's place, never safety: it
+// goes on listening, and the next in line comes to the front too.
+const frontSlack = time.Second
+
+// lineBackstop is how long a waiter waits in line before it tries once
+// itself and joins again at the back: long, since a front of this
+// lockrun that stops speaking loses its place well before (frontSlack),
+// and every rejoin is an error in the server's log and a wake-up.
+const lineBackstop = 5 * time.Minute
 
 // enqueue opens a transaction on c and blocks in it until c is first in
-// the key's waiting line, or for at most patience (rounded up to the
-// server's milliseconds; at most its limit of 2^31-1 ms). A transaction,
-// not a session lock, so that a transaction-pooling PgBouncer keeps the
-// server session pinned to us. On error the transaction is rolled back.
-func (b *Backend) enqueue(ctx context.Context, c *pgx.Conn, key string, patience time.Duration) (pgx.Tx, error) {
+// the key's waiting line, or for at most lineBackstop; first, it may stay
+// silent for the lease's time left, plus frontSlack (see queue.sql). A
+// transaction, not a session lock, so that a transaction-pooling
+// PgBouncer keeps the server session pinned to us. On error the
+// transaction is rolled back.
+func (b *Backend) enqueue(ctx context.Context, c *pgx.Conn, key string, left time.Duration) (pgx.Tx, error) {
 	b.conns.learn(ctx, c) // before the session at the front is connected
 	tx, err := c.Begin(ctx)
 	if err != nil {
 		return nil, err
 	}
-	ms := min((patience + time.Millisecond - 1).Milliseconds(), math.MaxInt32)
-	if _, err := tx.Exec(ctx, queueSQL, queueID(b.table, key), strconv.FormatInt(ms, 10)); err != nil {
+	if _, err := tx.Exec(ctx, queueSQL, queueID(b.table, key), serverMS(max(lineBackstop, left+frontSlack)), serverMS(left+frontSlack)); err != nil {
 		rctx, cancel := context.WithTimeout(ctx, statementTimeout)
 		defer cancel()
 		_ = tx.Rollback(rctx) // c is then discarded by put if this fails
@@ -104,6 +117,50 @@ func (b *Backend) leaveQueue(c *pgx.Conn, tx pgx.Tx) {
 	}()
 }
 
+// serverMS is d as a timeout setting's text: milliseconds, rounded up,
+// at most the server's limit of 2^31-1.
+func serverMS(d time.Duration) string {
+	return strconv.FormatInt(min((d+time.Millisecond-1).Milliseconds(), math.MaxInt32), 10)
+}
+
+// place is the front waiter's hold on the head of the line: the server
+// ends its queue session (tx's) once it has been silent there until
+// until, plus frontSlack. At first until is the grant of the place plus
+// the lease's time left that enqueue gave the server.
+type place struct {
+	tx    pgx.Tx
+	until time.Time
+	lost  bool // the session no longer answers: the place is gone
+}
+
+// minNap is the least time left on a place that the front sleeps through
+// without saying first that it needs more.
+const minNap = 100 * time.Millisecond
+
+// nap returns how long the front may sleep, at most left: while its place
+// has time enough, until that runs out, with no statement, so that a
+// front woken by a release within it (the hand-off of a short job) costs
+// none; else it first tells the server, on the queue session, that it may
+// be silent for left more (sql/keep.sql). A place lost already is not
+// asked for again: the front goes on listening, which is safe (the lease's
+// row decides who holds), and the next in line comes to the front too.
+func (p *place) nap(ctx context.Context, left time.Duration) time.Duration {
+	if p.lost {
+		return left
+	}
+	if d := time.Until(p.until); d >= minNap {
+		return min(left, d)
+	}
+	ctx, cancel := context.WithTimeout(ctx, statementTimeout)
+	defer cancel()
+	if _, err := p.tx.Exec(ctx, keepSQL, serverMS(left+frontSlack)); err != nil {
+		p.lost = true
+		return left
+	}
+	p.until = time.Now().Add(left)
+	return left
+}
+
 // front waits at the head of the line on a session of its own: it LISTENs
 // on the key's channel, tries (the holder may have released before the
 // LISTEN), then sleeps until a NOTIFY from a release or the holder's
@@ -115,12 +172,12 @@ func (b *Backend) leaveQueue(c *pgx.Conn, tx pgx.Tx) {
 //
 // With the lease it returns the session it listened on, still listening:
 // see leftover.
-func (b *Backend) front(ctx context.Context, key string, o backend.AcquireOptions) (*lease, *pgx.Conn, error) {
+func (b *Backend) front(ctx context.Context, key string, o backend.AcquireOptions, at *place) (*lease, *pgx.Conn, error) {
 	c, err := b.connect(ctx)
 	if err != nil {
 		return nil, nil, b.waitFail(ctx, key, b.fail(fmt.Sprintf("waiting for lock %q", key), err))
 	}
-	l, err := b.listenAndTry(ctx, c, key, o)
+	l, err := b.listenAndTry(ctx, c, key, o, at)
 	if err != nil {
 		b.unlisten(c)
 		return nil, nil, err
@@ -128,9 +185,10 @@ func (b *Backend) front(ctx context.Context, key string, o backend.AcquireOption
 	return l, c, nil
 }
 
-// listenAndTry is front's wait on c, its listening session. Woken by a
-// release, a plain lock's waiter tries with take.sql first.
-func (b *Backend) listenAndTry(ctx context.Context, c *pgx.Conn, key string, o backend.AcquireOptions) (*lease, error) {
+// listenAndTry is front's wait on c, its listening session, keeping its
+// place at the head of the line (see place.nap). Woken by a release, a
+// plain lock's waiter tries with take.sql first.
+func (b *Backend) listenAndTry(ctx context.Context, c *pgx.Conn, key string, o backend.AcquireOptions, at *place) (*lease, error) {
 	if err := b.listen(ctx, c, key); err != nil {
 		return nil, b.waitFail(ctx, key, b.fail(fmt.Sprintf("waiting for lock %q", key), err))
 	}
@@ -144,7 +202,7 @@ func (b *Backend) listenAndTry(ctx context.Context, c *pgx.Conn, key string, o b
 			}
 			return l, nil
 		}
-		notified, err := sleep(ctx, c, nextFree(held.Status))
+		notified, err := sleep(ctx, c, at.nap(ctx, nextFree(held.Status)))
 		if err != nil {
 			return nil, b.waitFail(ctx, key, b.fail(fmt.Sprintf("waiting for lock %q", key), err))
 		}

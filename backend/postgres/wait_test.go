@@ -13,8 +13,8 @@ import (
 
 // A front waiter whose process is frozen while its session stays alive
 // holds the head of the line and never takes the lock. The waiters behind
-// it must not wait for it forever: they get the lock about when the lease
-// they saw can have expired.
+// it must not wait for it forever: the server ends the frozen front's
+// session once it is silent past the lease it saw, plus frontSlack.
 func TestStuckFrontWaiterDoesNotBlockTheLine(t *testing.T) {
 	raw := pgtest.Isolated(t, pgtest.Shared())
 	b := open(t, raw)
@@ -22,12 +22,13 @@ func TestStuckFrontWaiterDoesNotBlockTheLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	front := stuckFront(t, b, "k")
+	front := stuckFront(t, b, "k", holder.TTL())
 	go func() {
 		time.Sleep(300 * time.Millisecond)
 		_ = holder.Release(context.Background()) // the NOTIFY reaches no one awake
 	}()
-	ctx, cancel := context.WithTimeout(t.Context(), holder.TTL()+3*time.Second)
+	bound := holder.TTL() + frontSlack // the stuck front's silence, at most
+	ctx, cancel := context.WithTimeout(t.Context(), bound+3*time.Second)
 	defer cancel()
 	o := opts("behind")
 	o.Wait = true
@@ -36,16 +37,17 @@ func TestStuckFrontWaiterDoesNotBlockTheLine(t *testing.T) {
 	if err != nil {
 		t.Fatalf("waiter behind a stuck front: %v after %v", err, time.Since(begin))
 	}
-	if took := time.Since(begin); took > holder.TTL()+time.Second {
-		t.Errorf("waiter behind a stuck front got the lock after %v; want about the holder's ttl %v", took, holder.TTL())
+	if took := time.Since(begin); took > bound+time.Second {
+		t.Errorf("waiter behind a stuck front got the lock after %v; want about the holder's ttl and the slack, %v", took, bound)
 	}
 	l.Release(t.Context())
 	front.Rollback(t.Context())
 }
 
-// stuckFront takes the head of key's waiting line in an open transaction
-// on a session of its own, and never acts on it.
-func stuckFront(t *testing.T, b *Backend, key string) pgx.Tx {
+// stuckFront takes the head of key's waiting line as a waiter does that
+// saw a lease with left to run, on a session of its own, and then freezes:
+// it never speaks on that session again.
+func stuckFront(t *testing.T, b *Backend, key string, left time.Duration) pgx.Tx {
 	t.Helper()
 	c, err := pgx.ConnectConfig(t.Context(), b.conns.cfg)
 	if err != nil {
@@ -56,10 +58,73 @@ func stuckFront(t *testing.T, b *Backend, key string) pgx.Tx {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(t.Context(), "SELECT pg_advisory_xact_lock($1)", queueID(b.table, key)); err != nil {
+	if _, err := tx.Exec(t.Context(), queueSQL, queueID(b.table, key), serverMS(lineBackstop), serverMS(left+frontSlack)); err != nil {
 		t.Fatal(err)
 	}
 	return tx
+}
+
+// A waiter keeps its place in line however long the holder renews: it is
+// not woken, nor sent to the back of the line, when the lease it saw on
+// joining would have expired. The front keeps its place by speaking on
+// its queue session before each sleep.
+func TestWaitersKeepTheirPlaceWhileTheHolderRenews(t *testing.T) {
+	raw := pgtest.Isolated(t, pgtest.Shared())
+	b := open(t, raw)
+	holder, err := b.Acquire(t.Context(), "k", opts("holder"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := waitFor(t, open(t, raw), "k", opts("first"))
+	until(t, "the first waiter at the front", func() bool { g, _ := queueOf(t, b, "k"); return g == 1 })
+	second := waitFor(t, open(t, raw), "k", opts("second"))
+	until(t, "the second waiter in line", func() bool { _, w := queueOf(t, b, "k"); return w == 1 })
+	before := lineOf(t, b, "k")
+	for end := time.Now().Add(3 * holder.TTL()); time.Now().Before(end); time.Sleep(holder.TTL() / 4) {
+		if err := holder.Renew(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := lineOf(t, b, "k"); after != before {
+		t.Errorf("after three ttls of renewals the front is pid %d, and pid %d waits since %s; want pid %d, and pid %d since %s",
+			after.front, after.behind, after.since.Format(time.StampMicro), before.front, before.behind, before.since.Format(time.StampMicro))
+	}
+	if err := holder.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	l := granted(t, first)
+	select {
+	case <-second:
+		t.Fatal("the second waiter got the lock while the first held it")
+	case <-time.After(100 * time.Millisecond):
+	}
+	_ = l.Release(t.Context())
+	_ = granted(t, second).Release(t.Context())
+}
+
+// line is who is at the head of a key's waiting line and who waits behind,
+// since when.
+type line struct {
+	front, behind int // server process ids
+	since         time.Time
+}
+
+// lineOf reads the line of key, which must have a front and one waiter.
+func lineOf(t *testing.T, b *Backend, key string) line {
+	t.Helper()
+	c, err := pgx.ConnectConfig(t.Context(), b.conns.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	var l line
+	err = c.QueryRow(t.Context(), `SELECT max(pid) FILTER (WHERE granted), max(pid) FILTER (WHERE NOT granted), max(waitstart)
+		FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1
+		AND (classid::bigint << 32 | objid::bigint) = $1`, queueID(b.table, key)).Scan(&l.front, &l.behind, &l.since)
+	if err != nil {
+		t.Fatalf("the line of %q: %v", key, err)
+	}
+	return l
 }
 
 // A release tells whether someone waits in the key's line, so that Close

@@ -3,11 +3,18 @@
 -- to one waiter at a time, in order of arrival, and frees it when the
 -- transaction ends or the session dies.
 --
--- The wait gives up after $2 milliseconds (SQLSTATE 55P03), so that a
--- front waiter that is alive but stuck cannot hold up the line forever.
--- The timeout is set in a materialized CTE so that it is in force before
--- the lock is asked for, and only for this transaction.
+-- First in line, the session goes idle in its transaction while its
+-- client listens on another (see front in wait.go). It may stay idle for
+-- $3 milliseconds at first, and then for as long as the client's last
+-- word on it says (keep.sql): past that the server ends the session,
+-- which frees the head of the line from a client that froze or was cut
+-- off there. The wait itself gives up after $2 milliseconds (SQLSTATE
+-- 55P03), a backstop for a line whose front set no such bound.
+--
+-- Both timeouts are set in a materialized CTE so that they are in force
+-- before the lock is asked for, and only for this transaction.
 WITH patience AS MATERIALIZED (
-    SELECT set_config('lock_timeout', $2::text, true)
+    SELECT set_config('lock_timeout', $2::text, true),
+        set_config('idle_in_transaction_session_timeout', $3::text, true)
 )
 SELECT pg_advisory_xact_lock($1) FROM patience
