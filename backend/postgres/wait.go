@@ -25,10 +25,10 @@ import (
 // (see place): a front that is alive to the server but stuck (its
 // process frozen, its host cut off) would otherwise hold up the whole
 // line, and the server ends its session once it is silent for longer
-// than the lease it saw can have lasted, plus frontSlack. A waiter that
-// nonetheless waited lineBackstop (behind a front of an older lockrun,
-// which set no such bound), or was cancelled by a statement_timeout,
-// tries once itself and, if the lock is held, joins again at the back.
+// than the lease it saw can have lasted, plus frontSlack. A front that
+// finds its place gone joins the line again, at the back. So does a
+// waiter whose wait a statement_timeout ended, or that waited
+// lineBackstop, after it has tried once itself.
 func (b *Backend) acquireWaiting(ctx context.Context, key string, o backend.AcquireOptions) (backend.Lease, error) {
 	c, err := b.connect(ctx)
 	if err != nil {
@@ -54,8 +54,14 @@ func (b *Backend) acquireWaiting(ctx context.Context, key string, o backend.Acqu
 			b.conns.put(c)
 			return nil, b.waitFail(ctx, key, b.fail(fmt.Sprintf("queueing for lock %q", key), err))
 		}
-		won, listener, err := b.front(ctx, key, o, &place{tx: tx, until: time.Now().Add(left)})
+		won, listener, err := b.front(ctx, key, o, &place{tx: tx, until: time.Now().Add(left + frontSlack)})
 		switch {
+		case errors.Is(err, errPlaceLost) && ctx.Err() == nil:
+			discard(c) // the server ended its session
+			if c, err = b.connect(ctx); err != nil {
+				return nil, b.waitFail(ctx, key, b.fail(fmt.Sprintf("acquiring lock %q", key), err))
+			}
+			continue
 		case err != nil:
 			b.leaveQueue(c, tx)
 			return nil, err
@@ -69,16 +75,22 @@ func (b *Backend) acquireWaiting(ctx context.Context, key string, o backend.Acqu
 	}
 }
 
-// frontSlack is how long past the expiry of the lease it saw a front
-// waiter may be silent on its queue session before the server ends it:
-// the time a healthy front needs to wake at that expiry, or to connect
-// the session it listens on, and to say so (a timer and a few round
-// trips). Shorter costs only the front waiter's place, never safety: it
-// goes on listening, and the next in line comes to the front too.
-const frontSlack = time.Second
+// frontSlack is how much longer than it means to sleep a front waiter
+// asks the server to let it be silent at the head of the line (see
+// place.keepFor), and so how long past the lease it saw a front that froze
+// or was cut off holds up the line. A healthy front needs some of it once
+// awake: to try, and to speak again before its place runs out (wakeLead).
+const frontSlack = 3 * time.Second
+
+// wakeLead is the least time a front's place must have left when it wakes
+// as it planned: time for a try and a keep, a round trip each, on a slow
+// link (up to about a second) or a loaded host. A front that is slower
+// loses its place, and joins the line again.
+const wakeLead = 2 * time.Second
 
 // lineBackstop is how long a waiter waits in line before it tries once
-// itself and joins again at the back: long, since a front of this
+// itself and joins again at the back: a backstop for a front that set no
+// bound on its silence (an older lockrun's). Long, since a front of this
 // lockrun that stops speaking loses its place well before (frontSlack),
 // and every rejoin is an error in the server's log and a wake-up.
 const lineBackstop = 5 * time.Minute
@@ -124,41 +136,40 @@ func serverMS(d time.Duration) string {
 }
 
 // place is the front waiter's hold on the head of the line: the server
-// ends its queue session (tx's) once it has been silent there until
-// until, plus frontSlack. At first until is the grant of the place plus
-// the lease's time left that enqueue gave the server.
+// ends its queue session (tx's) if it is silent there until until, by our
+// clock, or later. At first until is the grant of the place plus the
+// lease's time left that enqueue gave the server, plus frontSlack.
 type place struct {
 	tx    pgx.Tx
 	until time.Time
-	lost  bool // the session no longer answers: the place is gone
 }
 
-// minNap is the least time left on a place that the front sleeps through
-// without saying first that it needs more.
-const minNap = 100 * time.Millisecond
+// errPlaceLost is the front waiter's place at the head of the line gone:
+// its queue session ended, or did not answer in time.
+var errPlaceLost = errors.New("lost its place at the head of the line")
 
-// nap returns how long the front may sleep, at most left: while its place
-// has time enough, until that runs out, with no statement, so that a
-// front woken by a release within it (the hand-off of a short job) costs
-// none; else it first tells the server, on the queue session, that it may
-// be silent for left more (sql/keep.sql). A place lost already is not
-// asked for again: the front goes on listening, which is safe (the lease's
-// row decides who holds), and the next in line comes to the front too.
-func (p *place) nap(ctx context.Context, left time.Duration) time.Duration {
-	if p.lost {
-		return left
+// keepFor makes the place last until d from now and wakeLead more: if it
+// would not, the front tells the server, on the queue session, that it
+// may be silent for d and frontSlack more (sql/keep.sql), before the
+// place can have run out. While the place has time enough it sleeps with
+// no statement, so that a front woken by a release within the lease it
+// saw on joining (the hand-off of a short job) costs none.
+func (p *place) keepFor(ctx context.Context, d time.Duration) error {
+	if time.Until(p.until) >= d+wakeLead {
+		return nil
 	}
-	if d := time.Until(p.until); d >= minNap {
-		return min(left, d)
+	sent := time.Now()
+	deadline := sent.Add(statementTimeout)
+	if p.until.Before(deadline) {
+		deadline = p.until // by then the server has ended the session
 	}
-	ctx, cancel := context.WithTimeout(ctx, statementTimeout)
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	if _, err := p.tx.Exec(ctx, keepSQL, serverMS(left+frontSlack)); err != nil {
-		p.lost = true
-		return left
+	if _, err := p.tx.Exec(ctx, keepSQL, serverMS(d+frontSlack)); err != nil {
+		return fmt.Errorf("%w: %w", errPlaceLost, err)
 	}
-	p.until = time.Now().Add(left)
-	return left
+	p.until = sent.Add(d + frontSlack)
+	return nil
 }
 
 // front waits at the head of the line on a session of its own: it LISTENs
@@ -186,7 +197,8 @@ func (b *Backend) front(ctx context.Context, key string, o backend.AcquireOption
 }
 
 // listenAndTry is front's wait on c, its listening session, keeping its
-// place at the head of the line (see place.nap). Woken by a release, a
+// place at the head of the line (see place.keepFor); errPlaceLost if it
+// cannot. Woken by a release, a
 // plain lock's waiter tries with take.sql first.
 func (b *Backend) listenAndTry(ctx context.Context, c *pgx.Conn, key string, o backend.AcquireOptions, at *place) (*lease, error) {
 	if err := b.listen(ctx, c, key); err != nil {
@@ -202,7 +214,12 @@ func (b *Backend) listenAndTry(ctx context.Context, c *pgx.Conn, key string, o b
 			}
 			return l, nil
 		}
-		notified, err := sleep(ctx, c, at.nap(ctx, nextFree(held.Status)))
+		left := nextFree(held.Status)
+		wake := time.Now().Add(left)
+		if err := at.keepFor(ctx, left); err != nil {
+			return nil, b.waitFail(ctx, key, err)
+		}
+		notified, err := sleep(ctx, c, time.Until(wake))
 		if err != nil {
 			return nil, b.waitFail(ctx, key, b.fail(fmt.Sprintf("waiting for lock %q", key), err))
 		}

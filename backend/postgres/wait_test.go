@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lockrun/lockrun/backend"
+	"github.com/lockrun/lockrun/internal/netproxy"
 	"github.com/lockrun/lockrun/internal/pgtest"
 )
 
@@ -67,7 +68,7 @@ func stuckFront(t *testing.T, b *Backend, key string, left time.Duration) pgx.Tx
 // A waiter keeps its place in line however long the holder renews: it is
 // not woken, nor sent to the back of the line, when the lease it saw on
 // joining would have expired. The front keeps its place by speaking on
-// its queue session before each sleep.
+// its queue session before a sleep that would outlast it.
 func TestWaitersKeepTheirPlaceWhileTheHolderRenews(t *testing.T) {
 	raw := pgtest.Isolated(t, pgtest.Shared())
 	b := open(t, raw)
@@ -109,7 +110,8 @@ type line struct {
 	since         time.Time
 }
 
-// lineOf reads the line of key, which must have a front and one waiter.
+// lineOf reads the line of key: its front and one waiter behind, zero
+// for none.
 func lineOf(t *testing.T, b *Backend, key string) line {
 	t.Helper()
 	c, err := pgx.ConnectConfig(t.Context(), b.conns.cfg)
@@ -118,7 +120,8 @@ func lineOf(t *testing.T, b *Backend, key string) line {
 	}
 	defer c.Close(context.Background())
 	var l line
-	err = c.QueryRow(t.Context(), `SELECT max(pid) FILTER (WHERE granted), max(pid) FILTER (WHERE NOT granted), max(waitstart)
+	err = c.QueryRow(t.Context(), `SELECT coalesce(max(pid) FILTER (WHERE granted), 0),
+		coalesce(max(pid) FILTER (WHERE NOT granted), 0), coalesce(max(waitstart), 'epoch')
 		FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1
 		AND (classid::bigint << 32 | objid::bigint) = $1`, queueID(b.table, key)).Scan(&l.front, &l.behind, &l.since)
 	if err != nil {
@@ -154,4 +157,139 @@ func TestReleaseTellsWhetherSomeoneWaits(t *testing.T) {
 			_ = granted(t, next).Release(t.Context())
 		}
 	}
+}
+
+// A front waiter on a slow link keeps its place: woken when the lease it
+// saw would have expired, it tries and speaks again, a round trip each,
+// before the server ends its place.
+func TestFrontOnASlowLinkKeepsItsPlace(t *testing.T) {
+	raw := pgtest.Isolated(t, pgtest.Shared())
+	b := open(t, raw)
+	holder, err := b.Acquire(t.Context(), "k", opts("holder"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := netproxy.Start(t, "127.0.0.1:5432")
+	first := waitFor(t, open(t, pgtest.WithHost(t, raw, proxy.Addr())), "k", opts("first"))
+	until(t, "the first waiter at the front", func() bool { g, _ := queueOf(t, b, "k"); return g == 1 })
+	second := waitFor(t, open(t, raw), "k", opts("second"))
+	until(t, "the second waiter in line", func() bool { _, w := queueOf(t, b, "k"); return w == 1 })
+	before := lineOf(t, b, "k")
+	proxy.SetLatency(netproxy.Both, 400*time.Millisecond) // 800 ms round trips
+	for end := time.Now().Add(3 * holder.TTL()); time.Now().Before(end); time.Sleep(holder.TTL() / 4) {
+		if err := holder.Renew(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := lineOf(t, b, "k"); after.front != before.front {
+		t.Errorf("with 800 ms round trips the front lost its place (pid %d, now %d)", before.front, after.front)
+	}
+	proxy.SetLatency(netproxy.Both, 0)
+	if err := holder.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	_ = granted(t, first).Release(t.Context())
+	_ = granted(t, second).Release(t.Context())
+}
+
+// A front waiter cut off from the server holds up the line no longer than
+// the lease it saw and frontSlack: the one behind it gets the lock then.
+func TestCutOffFrontIsPassedOver(t *testing.T) {
+	raw := pgtest.Isolated(t, pgtest.Shared())
+	b := open(t, raw)
+	holder, err := b.Acquire(t.Context(), "k", opts("holder"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := netproxy.Start(t, "127.0.0.1:5432")
+	cut := waitFor(t, open(t, pgtest.WithHost(t, raw, proxy.Addr())), "k", opts("cutoff"))
+	go func() { t.Log("the cut-off waiter's wait ended; lease:", <-cut) }()
+	until(t, "the waiter at the front", func() bool { g, _ := queueOf(t, b, "k"); return g == 1 })
+	proxy.Hold(netproxy.Both)
+	begin := time.Now()
+	second := waitFor(t, open(t, raw), "k", opts("behind"))
+	until(t, "the next waiter in line", func() bool { _, w := queueOf(t, b, "k"); return w == 1 })
+	if err := holder.Release(t.Context()); err != nil { // no one awake hears it
+		t.Fatal(err)
+	}
+	l := granted(t, second)
+	if took, bound := time.Since(begin), holder.TTL()+frontSlack+time.Second; took > bound {
+		t.Errorf("the waiter behind a cut-off front got the lock after %v; want at most %v", took, bound)
+	}
+	_ = l.Release(t.Context())
+	proxy.Heal()
+}
+
+// A front waiter whose place the server ended (here by
+// pg_terminate_backend) joins the line again, at the back, rather than
+// wait outside it, where it would be served out of order.
+func TestFrontThatLostItsPlaceJoinsAgain(t *testing.T) {
+	raw := pgtest.Isolated(t, pgtest.Shared())
+	b := open(t, raw)
+	holder, err := b.Acquire(t.Context(), "k", opts("holder"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := waitFor(t, open(t, raw), "k", opts("first"))
+	until(t, "the first waiter at the front", func() bool { g, _ := queueOf(t, b, "k"); return g == 1 })
+	pid := endFront(t, b, "k")
+	go func() {
+		for end := time.Now().Add(3 * holder.TTL()); time.Now().Before(end); time.Sleep(holder.TTL() / 4) {
+			_ = holder.Renew(context.Background())
+		}
+	}()
+	until(t, "the waiter back in line", func() bool { g, _ := queueOf(t, b, "k"); return g == 1 })
+	if again := lineOf(t, b, "k"); again.front == pid {
+		t.Fatalf("pid %d still at the front after pg_terminate_backend", pid)
+	}
+	select {
+	case <-first:
+		t.Fatal("the waiter's wait ended while the lock was held")
+	default:
+	}
+	if err := holder.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	_ = granted(t, first).Release(t.Context())
+}
+
+// endFront ends the session at the head of key's waiting line and
+// returns its server process id.
+func endFront(t *testing.T, b *Backend, key string) int {
+	t.Helper()
+	c, err := pgx.ConnectConfig(t.Context(), b.conns.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	var pid int
+	err = c.QueryRow(t.Context(), `SELECT pid, pg_terminate_backend(pid) FROM pg_locks
+		WHERE locktype = 'advisory' AND objsubid = 1 AND granted
+		AND (classid::bigint << 32 | objid::bigint) = $1`, queueID(b.table, key)).Scan(&pid, nil)
+	if err != nil {
+		t.Fatalf("ending the front of %q: %v", key, err)
+	}
+	return pid
+}
+
+// A waiter whose wait in line a statement_timeout ends (one set for the
+// role, the database or the URL's options) tries again and joins the line
+// again: the wait is the caller's to end, not the server's.
+func TestStatementTimeoutDoesNotEndTheWait(t *testing.T) {
+	raw := pgtest.Isolated(t, pgtest.Shared())
+	b := open(t, raw)
+	holder, err := b.Acquire(t.Context(), "k", opts("holder"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	impatient := pgtest.WithParam(t, raw, "options", "-c statement_timeout=300")
+	first := waitFor(t, open(t, impatient), "k", opts("first"))
+	until(t, "the first waiter at the front", func() bool { g, _ := queueOf(t, b, "k"); return g == 1 })
+	second := waitFor(t, open(t, impatient), "k", opts("second"))
+	time.Sleep(time.Second) // three of the second waiter's statement_timeouts
+	if err := holder.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	_ = granted(t, first).Release(t.Context())
+	_ = granted(t, second).Release(t.Context())
 }

@@ -1,5 +1,5 @@
 -- Keeps this session's place at the head of a key's waiting line (see
 -- queue.sql) for $1 more milliseconds of silence: the front waiter says
--- so before each sleep, which lasts until the holder's lease can have
--- expired, or a release wakes it.
+-- so before a sleep that would outlast its place (see place.keepFor in
+-- wait.go).
 SELECT set_config('idle_in_transaction_session_timeout', $1::text, true)

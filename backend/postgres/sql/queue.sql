@@ -11,10 +11,17 @@
 -- off there. The wait itself gives up after $2 milliseconds (SQLSTATE
 -- 55P03), a backstop for a line whose front set no such bound.
 --
--- Both timeouts are set in a materialized CTE so that they are in force
+-- A transaction_timeout (PostgreSQL 17 and later) set for the role or the
+-- database would end a long wait, or a long stay at the front, with the
+-- session: it is turned off for this transaction, where the setting
+-- exists; inside a transaction only zero disarms its timer.
+--
+-- The timeouts are set in a materialized CTE so that they are in force
 -- before the lock is asked for, and only for this transaction.
 WITH patience AS MATERIALIZED (
     SELECT set_config('lock_timeout', $2::text, true),
-        set_config('idle_in_transaction_session_timeout', $3::text, true)
+        set_config('idle_in_transaction_session_timeout', $3::text, true),
+        CASE WHEN current_setting('transaction_timeout', true) IS NOT NULL
+            THEN set_config('transaction_timeout', '0', true) END
 )
 SELECT pg_advisory_xact_lock($1) FROM patience
