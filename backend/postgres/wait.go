@@ -27,8 +27,8 @@ import (
 // line, and the server ends its session once it is silent for longer
 // than the lease it saw can have lasted, plus frontSlack. A front that
 // finds its place gone joins the line again, at the back. So does a
-// waiter whose wait a statement_timeout ended, or that waited
-// lineBackstop, after it has tried once itself.
+// waiter that waited lineBackstop, or whose wait a timeout of the
+// server's not turned off for it ended, after it has tried once itself.
 func (b *Backend) acquireWaiting(ctx context.Context, key string, o backend.AcquireOptions) (backend.Lease, error) {
 	c, err := b.connect(ctx)
 	if err != nil {
@@ -45,18 +45,18 @@ func (b *Backend) acquireWaiting(ctx context.Context, key string, o backend.Acqu
 			}
 			return l, nil
 		}
-		left := nextFree(held.Status)
-		tx, err := b.enqueue(ctx, c, key, left)
+		silence := firstSilence(nextFree(held.Status))
+		tx, err := b.enqueue(ctx, c, key, silence)
 		if code := pgCode(err); (code == codeLockNotAvailable || code == codeQueryCanceled) && ctx.Err() == nil {
-			continue // waited lineBackstop, or a statement_timeout ended the wait
+			continue // waited lineBackstop, or a timeout not ours ended the wait
 		}
 		if err != nil {
 			b.conns.put(c)
 			return nil, b.waitFail(ctx, key, b.fail(fmt.Sprintf("queueing for lock %q", key), err))
 		}
-		won, listener, err := b.front(ctx, key, o, &place{tx: tx, until: time.Now().Add(left + frontSlack)})
+		won, listener, err := b.front(ctx, key, o, &place{tx: tx, until: time.Now().Add(silence)})
 		switch {
-		case errors.Is(err, errPlaceLost) && ctx.Err() == nil:
+		case errors.Is(err, errPlaceLost):
 			discard(c) // the server ended its session
 			if c, err = b.connect(ctx); err != nil {
 				return nil, b.waitFail(ctx, key, b.fail(fmt.Sprintf("acquiring lock %q", key), err))
@@ -88,6 +88,18 @@ const frontSlack = 3 * time.Second
 // loses its place, and joins the line again.
 const wakeLead = 2 * time.Second
 
+// maxNap is the longest a front sleeps between tries: a day, well within
+// the server's longest timeout (2^31-1 ms, about 24.8 days).
+const maxNap = 24 * time.Hour
+
+// firstSilence is how long a waiter may be silent once first in line,
+// having seen a lease with left to run: until that lease can have
+// expired, but at least wakeLead (it connects a session, listens and
+// tries in it before it speaks again), plus frontSlack.
+func firstSilence(left time.Duration) time.Duration {
+	return min(max(left, wakeLead), maxNap) + frontSlack
+}
+
 // lineBackstop is how long a waiter waits in line before it tries once
 // itself and joins again at the back: a backstop for a front that set no
 // bound on its silence (an older lockrun's). Long, since a front of this
@@ -97,17 +109,16 @@ const lineBackstop = 5 * time.Minute
 
 // enqueue opens a transaction on c and blocks in it until c is first in
 // the key's waiting line, or for at most lineBackstop; first, it may stay
-// silent for the lease's time left, plus frontSlack (see queue.sql). A
-// transaction, not a session lock, so that a transaction-pooling
-// PgBouncer keeps the server session pinned to us. On error the
-// transaction is rolled back.
-func (b *Backend) enqueue(ctx context.Context, c *pgx.Conn, key string, left time.Duration) (pgx.Tx, error) {
+// silent for silence (see queue.sql). A transaction, not a session lock,
+// so that a transaction-pooling PgBouncer keeps the server session pinned
+// to us. On error the transaction is rolled back.
+func (b *Backend) enqueue(ctx context.Context, c *pgx.Conn, key string, silence time.Duration) (pgx.Tx, error) {
 	b.conns.learn(ctx, c) // before the session at the front is connected
-	tx, err := c.Begin(ctx)
+	tx, err := c.BeginTx(ctx, pgx.TxOptions{BeginQuery: beginQueue})
 	if err != nil {
 		return nil, err
 	}
-	if _, err := tx.Exec(ctx, queueSQL, queueID(b.table, key), serverMS(max(lineBackstop, left+frontSlack)), serverMS(left+frontSlack)); err != nil {
+	if _, err := tx.Exec(ctx, queueSQL, queueID(b.table, key), serverMS(max(lineBackstop, silence)), serverMS(silence)); err != nil {
 		rctx, cancel := context.WithTimeout(ctx, statementTimeout)
 		defer cancel()
 		_ = tx.Rollback(rctx) // c is then discarded by put if this fails
@@ -115,6 +126,13 @@ func (b *Backend) enqueue(ctx context.Context, c *pgx.Conn, key string, left tim
 	}
 	return tx, nil
 }
+
+// beginQueue opens the queue transaction with no statement_timeout, in
+// the same round trip: one set for the role, the database or the URL
+// would end the wait in line, and the waiter would rejoin at the back.
+// queue.sql cannot turn it off itself: a statement's timer is armed as
+// it starts.
+const beginQueue = "BEGIN; SET LOCAL statement_timeout = 0"
 
 // leaveQueue ends the queue transaction in the background, which lets the
 // next waiter to the front; the caller's lease is not kept waiting. The
@@ -137,8 +155,8 @@ func serverMS(d time.Duration) string {
 
 // place is the front waiter's hold on the head of the line: the server
 // ends its queue session (tx's) if it is silent there until until, by our
-// clock, or later. At first until is the grant of the place plus the
-// lease's time left that enqueue gave the server, plus frontSlack.
+// clock, or a little earlier (by the reply's way back). At first until is
+// the grant of the place plus the silence enqueue gave the server.
 type place struct {
 	tx    pgx.Tx
 	until time.Time
@@ -214,7 +232,7 @@ func (b *Backend) listenAndTry(ctx context.Context, c *pgx.Conn, key string, o b
 			}
 			return l, nil
 		}
-		left := nextFree(held.Status)
+		left := min(nextFree(held.Status), maxNap)
 		wake := time.Now().Add(left)
 		if err := at.keepFor(ctx, left); err != nil {
 			return nil, b.waitFail(ctx, key, err)

@@ -202,8 +202,7 @@ func TestCutOffFrontIsPassedOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxy := netproxy.Start(t, "127.0.0.1:5432")
-	cut := waitFor(t, open(t, pgtest.WithHost(t, raw, proxy.Addr())), "k", opts("cutoff"))
-	go func() { t.Log("the cut-off waiter's wait ended; lease:", <-cut) }()
+	waitFor(t, open(t, pgtest.WithHost(t, raw, proxy.Addr())), "k", opts("cutoff"))
 	until(t, "the waiter at the front", func() bool { g, _ := queueOf(t, b, "k"); return g == 1 })
 	proxy.Hold(netproxy.Both)
 	begin := time.Now()
@@ -238,10 +237,7 @@ func TestFrontThatLostItsPlaceJoinsAgain(t *testing.T) {
 			_ = holder.Renew(context.Background())
 		}
 	}()
-	until(t, "the waiter back in line", func() bool { g, _ := queueOf(t, b, "k"); return g == 1 })
-	if again := lineOf(t, b, "k"); again.front == pid {
-		t.Fatalf("pid %d still at the front after pg_terminate_backend", pid)
-	}
+	until(t, "the waiter back in line", func() bool { f := lineOf(t, b, "k").front; return f != 0 && f != pid })
 	select {
 	case <-first:
 		t.Fatal("the waiter's wait ended while the lock was held")
@@ -272,9 +268,9 @@ func endFront(t *testing.T, b *Backend, key string) int {
 	return pid
 }
 
-// A waiter whose wait in line a statement_timeout ends (one set for the
-// role, the database or the URL's options) tries again and joins the line
-// again: the wait is the caller's to end, not the server's.
+// A statement_timeout (one set for the role, the database or the URL's
+// options) ends no wait in line, nor moves a waiter from its place: the
+// wait is the caller's to end, not the server's.
 func TestStatementTimeoutDoesNotEndTheWait(t *testing.T) {
 	raw := pgtest.Isolated(t, pgtest.Shared())
 	b := open(t, raw)
@@ -286,7 +282,62 @@ func TestStatementTimeoutDoesNotEndTheWait(t *testing.T) {
 	first := waitFor(t, open(t, impatient), "k", opts("first"))
 	until(t, "the first waiter at the front", func() bool { g, _ := queueOf(t, b, "k"); return g == 1 })
 	second := waitFor(t, open(t, impatient), "k", opts("second"))
+	until(t, "the second waiter in line", func() bool { _, w := queueOf(t, b, "k"); return w == 1 })
+	before := lineOf(t, b, "k")
 	time.Sleep(time.Second) // three of the second waiter's statement_timeouts
+	if after := lineOf(t, b, "k"); after != before {
+		t.Errorf("the second waiter left its place: pid %d waiting since %s, then pid %d since %s",
+			before.behind, before.since.Format(time.StampMicro), after.behind, after.since.Format(time.StampMicro))
+	}
+	if err := holder.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	_ = granted(t, first).Release(t.Context())
+	_ = granted(t, second).Release(t.Context())
+}
+
+// A waiter that joins the line on a slow link, behind a lease of little
+// time left, keeps the place it comes to: it connects a session, listens
+// and tries there (four round trips or so) before it can first speak.
+func TestFrontJoiningOnASlowLinkKeepsItsPlace(t *testing.T) {
+	raw := pgtest.Isolated(t, pgtest.Shared())
+	b := open(t, raw)
+	o := opts("holder")
+	o.TTL = 200 * time.Millisecond
+	holder, err := b.Acquire(t.Context(), "k", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	renewing, stop := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(renewing)
+		for ; ; time.Sleep(o.TTL / 4) {
+			select {
+			case <-stop:
+				return
+			default:
+				_ = holder.Renew(context.Background())
+			}
+		}
+	}()
+	proxy := netproxy.Start(t, "127.0.0.1:5432")
+	proxy.SetLatency(netproxy.Both, 400*time.Millisecond) // 800 ms round trips
+	first := waitFor(t, open(t, pgtest.WithHost(t, raw, proxy.Addr())), "k", opts("first"))
+	for end := time.Now().Add(15 * time.Second); lineOf(t, b, "k").front == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the first waiter never came to the front")
+		}
+	}
+	second := waitFor(t, open(t, raw), "k", opts("second"))
+	until(t, "the second waiter in line", func() bool { _, w := queueOf(t, b, "k"); return w == 1 })
+	before := lineOf(t, b, "k")
+	time.Sleep(6 * time.Second)
+	if after := lineOf(t, b, "k"); after.front != before.front {
+		t.Errorf("joining with 800 ms round trips, the front lost its place (pid %d, now %d)", before.front, after.front)
+	}
+	close(stop)
+	<-renewing
+	proxy.SetLatency(netproxy.Both, 0)
 	if err := holder.Release(t.Context()); err != nil {
 		t.Fatal(err)
 	}
