@@ -216,8 +216,8 @@ func (b *Backend) front(ctx context.Context, key string, o backend.AcquireOption
 
 // listenAndTry is front's wait on c, its listening session, keeping its
 // place at the head of the line (see place.keepFor); errPlaceLost if it
-// cannot. Woken by a release, a
-// plain lock's waiter tries with take.sql first.
+// cannot. Woken by a release, a plain lock's waiter tries with take.sql
+// first.
 func (b *Backend) listenAndTry(ctx context.Context, c *pgx.Conn, key string, o backend.AcquireOptions, at *place) (*lease, error) {
 	if err := b.listen(ctx, c, key); err != nil {
 		return nil, b.waitFail(ctx, key, b.fail(fmt.Sprintf("waiting for lock %q", key), err))
