@@ -89,18 +89,25 @@ func granted(t *testing.T, got <-chan backend.Lease) backend.Lease {
 // and those waiting behind it.
 func queueOf(t *testing.T, b *Backend, key string) (granted, waiting int) {
 	t.Helper()
+	scanRow(t, b, `SELECT count(*) FILTER (WHERE granted), count(*) FILTER (WHERE NOT granted)
+		FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1
+		AND (classid::bigint << 32 | objid::bigint) = $1`, []any{queueID(b.table, key)}, &granted, &waiting)
+	return granted, waiting
+}
+
+// scanRow runs query with args on a session of its own, as another client
+// of b's server, and scans its one row into dest, failing the test on
+// error.
+func scanRow(t *testing.T, b *Backend, query string, args []any, dest ...any) {
+	t.Helper()
 	c, err := pgx.ConnectConfig(t.Context(), b.conns.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close(context.Background())
-	err = c.QueryRow(t.Context(), `SELECT count(*) FILTER (WHERE granted), count(*) FILTER (WHERE NOT granted)
-		FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1
-		AND (classid::bigint << 32 | objid::bigint) = $1`, queueID(b.table, key)).Scan(&granted, &waiting)
-	if err != nil {
-		t.Fatal(err)
+	if err := c.QueryRow(t.Context(), query, args...).Scan(dest...); err != nil {
+		t.Fatalf("%s: %v", query, err)
 	}
-	return granted, waiting
 }
 
 // until waits up to 5 s for cond.
@@ -216,15 +223,8 @@ func idlePIDs(b *Backend) []uint32 {
 // lastQuery is the statement server process pid ran last.
 func lastQuery(t *testing.T, b *Backend, pid uint32) string {
 	t.Helper()
-	c, err := pgx.ConnectConfig(t.Context(), b.conns.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
 	var q string
-	if err := c.QueryRow(t.Context(), "SELECT query FROM pg_stat_activity WHERE pid = $1", int32(pid)).Scan(&q); err != nil {
-		t.Fatal(err)
-	}
+	scanRow(t, b, "SELECT query FROM pg_stat_activity WHERE pid = $1", []any{int32(pid)}, &q)
 	return q
 }
 

@@ -76,16 +76,8 @@ func TestWaitersKeepTheirPlaceWhileTheHolderRenews(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := waitFor(t, open(t, raw), "k", opts("first"))
-	until(t, "the first waiter at the front", func() bool { g, _ := queueOf(t, b, "k"); return g == 1 })
-	second := waitFor(t, open(t, raw), "k", opts("second"))
-	until(t, "the second waiter in line", func() bool { _, w := queueOf(t, b, "k"); return w == 1 })
-	before := lineOf(t, b, "k")
-	for end := time.Now().Add(3 * holder.TTL()); time.Now().Before(end); time.Sleep(holder.TTL() / 4) {
-		if err := holder.Renew(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	first, second, before := queueTwo(t, b, open(t, raw), open(t, raw))
+	renewFor(t, holder, 3*holder.TTL())
 	if after := lineOf(t, b, "k"); after != before {
 		t.Errorf("after three ttls of renewals the front is pid %d, and pid %d waits since %s; want pid %d, and pid %d since %s",
 			after.front, after.behind, after.since.Format(time.StampMicro), before.front, before.behind, before.since.Format(time.StampMicro))
@@ -114,19 +106,11 @@ type line struct {
 // for none.
 func lineOf(t *testing.T, b *Backend, key string) line {
 	t.Helper()
-	c, err := pgx.ConnectConfig(t.Context(), b.conns.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
 	var l line
-	err = c.QueryRow(t.Context(), `SELECT coalesce(max(pid) FILTER (WHERE granted), 0),
+	scanRow(t, b, `SELECT coalesce(max(pid) FILTER (WHERE granted), 0),
 		coalesce(max(pid) FILTER (WHERE NOT granted), 0), coalesce(max(waitstart), 'epoch')
 		FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1
-		AND (classid::bigint << 32 | objid::bigint) = $1`, queueID(b.table, key)).Scan(&l.front, &l.behind, &l.since)
-	if err != nil {
-		t.Fatalf("the line of %q: %v", key, err)
-	}
+		AND (classid::bigint << 32 | objid::bigint) = $1`, []any{queueID(b.table, key)}, &l.front, &l.behind, &l.since)
 	return l
 }
 
@@ -170,21 +154,42 @@ func TestFrontOnASlowLinkKeepsItsPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxy := netproxy.Start(t, "127.0.0.1:5432")
-	first := waitFor(t, open(t, pgtest.WithHost(t, raw, proxy.Addr())), "k", opts("first"))
-	until(t, "the first waiter at the front", func() bool { g, _ := queueOf(t, b, "k"); return g == 1 })
-	second := waitFor(t, open(t, raw), "k", opts("second"))
-	until(t, "the second waiter in line", func() bool { _, w := queueOf(t, b, "k"); return w == 1 })
-	before := lineOf(t, b, "k")
+	first, second, before := queueTwo(t, b, open(t, pgtest.WithHost(t, raw, proxy.Addr())), open(t, raw))
 	proxy.SetLatency(netproxy.Both, 400*time.Millisecond) // 800 ms round trips
-	for end := time.Now().Add(3 * holder.TTL()); time.Now().Before(end); time.Sleep(holder.TTL() / 4) {
-		if err := holder.Renew(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	renewFor(t, holder, 3*holder.TTL())
 	if after := lineOf(t, b, "k"); after.front != before.front {
 		t.Errorf("with 800 ms round trips the front lost its place (pid %d, now %d)", before.front, after.front)
 	}
 	proxy.SetLatency(netproxy.Both, 0)
+	handOn(t, holder, first, second)
+}
+
+// queueTwo has a first waiter, on fb, come to the front of key "k"'s line
+// (b's table) and a second, on sb, wait behind it; it returns what each
+// will be granted, and the line then.
+func queueTwo(t *testing.T, b, fb, sb *Backend) (first, second <-chan backend.Lease, at line) {
+	t.Helper()
+	first = waitFor(t, fb, "k", opts("first"))
+	until(t, "the first waiter at the front", func() bool { return lineOf(t, b, "k").front != 0 })
+	second = waitFor(t, sb, "k", opts("second"))
+	until(t, "the second waiter in line", func() bool { return lineOf(t, b, "k").behind != 0 })
+	return first, second, lineOf(t, b, "k")
+}
+
+// renewFor renews l every quarter of its TTL for d.
+func renewFor(t *testing.T, l backend.Lease, d time.Duration) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(l.TTL() / 4) {
+		if err := l.Renew(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// handOn releases holder and checks that the first waiter, then the
+// second, is granted the lock.
+func handOn(t *testing.T, holder backend.Lease, first, second <-chan backend.Lease) {
+	t.Helper()
 	if err := holder.Release(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -253,18 +258,10 @@ func TestFrontThatLostItsPlaceJoinsAgain(t *testing.T) {
 // returns its server process id.
 func endFront(t *testing.T, b *Backend, key string) int {
 	t.Helper()
-	c, err := pgx.ConnectConfig(t.Context(), b.conns.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
 	var pid int
-	err = c.QueryRow(t.Context(), `SELECT pid, pg_terminate_backend(pid) FROM pg_locks
+	scanRow(t, b, `SELECT pid, pg_terminate_backend(pid) FROM pg_locks
 		WHERE locktype = 'advisory' AND objsubid = 1 AND granted
-		AND (classid::bigint << 32 | objid::bigint) = $1`, queueID(b.table, key)).Scan(&pid, nil)
-	if err != nil {
-		t.Fatalf("ending the front of %q: %v", key, err)
-	}
+		AND (classid::bigint << 32 | objid::bigint) = $1`, []any{queueID(b.table, key)}, &pid, nil)
 	return pid
 }
 
@@ -279,21 +276,13 @@ func TestStatementTimeoutDoesNotEndTheWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	impatient := pgtest.WithParam(t, raw, "options", "-c statement_timeout=300")
-	first := waitFor(t, open(t, impatient), "k", opts("first"))
-	until(t, "the first waiter at the front", func() bool { g, _ := queueOf(t, b, "k"); return g == 1 })
-	second := waitFor(t, open(t, impatient), "k", opts("second"))
-	until(t, "the second waiter in line", func() bool { _, w := queueOf(t, b, "k"); return w == 1 })
-	before := lineOf(t, b, "k")
+	first, second, before := queueTwo(t, b, open(t, impatient), open(t, impatient))
 	time.Sleep(time.Second) // three of the second waiter's statement_timeouts
 	if after := lineOf(t, b, "k"); after != before {
 		t.Errorf("the second waiter left its place: pid %d waiting since %s, then pid %d since %s",
 			before.behind, before.since.Format(time.StampMicro), after.behind, after.since.Format(time.StampMicro))
 	}
-	if err := holder.Release(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	_ = granted(t, first).Release(t.Context())
-	_ = granted(t, second).Release(t.Context())
+	handOn(t, holder, first, second)
 }
 
 // A waiter that joins the line on a slow link, behind a lease of little
@@ -338,9 +327,5 @@ func TestFrontJoiningOnASlowLinkKeepsItsPlace(t *testing.T) {
 	close(stop)
 	<-renewing
 	proxy.SetLatency(netproxy.Both, 0)
-	if err := holder.Release(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	_ = granted(t, first).Release(t.Context())
-	_ = granted(t, second).Release(t.Context())
+	handOn(t, holder, first, second)
 }
