@@ -197,10 +197,15 @@ func judge(r *Result, c Case, a *attack, attempts []Attempt) {
 	if c.Name == "5-slow-acquire-reply" && (r.Runs > 0 || r.Refusals == 0 && !anyExit(attempts, 69)) {
 		r.failf("%d commands started on grants that came after the TTL; %d refusals; exits %v", r.Runs, r.Refusals, exits(attempts))
 	}
-	if !a.phase.IsZero() {
+	// Beside the busy loops (-faults.hog) this host has left a server's
+	// process runnable but unrun for 330 ms (its schedstat's wait), longer
+	// than a 1 s TTL's renewal can wait on top of the added round trips:
+	// a loss is then the promised fail-closed, not a fault of lockrun's.
+	// 13-cpu-pressure holds liveness under load to account, at a 3 s TTL.
+	if !a.phase.IsZero() && !hogged(c) {
 		for _, at := range attempts {
 			if at.Exit == 76 && at.Ended.Before(a.phase) {
-				r.failf("a lockrun lost its lock under latency well within the margin")
+				r.failf("a lockrun lost its lock under latency well within the margin: %v", lostLogs(attempts))
 				break
 			}
 		}
