@@ -106,6 +106,7 @@ func (fr *faultRun) cases(t *testing.T, tg Target, loaded bool, from int) {
 		if !applies(c, tg) || hogged(c) != loaded {
 			continue
 		}
+		c.Hog = loaded // -faults.hog too: judge reads it
 		t.Run(c.Name, func(t *testing.T) {
 			r := Run(tg, c, fr.bins, *duration)
 			fr.mu.Lock()

@@ -202,7 +202,7 @@ func judge(r *Result, c Case, a *attack, attempts []Attempt) {
 	// than a 1 s TTL's renewal can wait on top of the added round trips:
 	// a loss is then the promised fail-closed, not a fault of lockrun's.
 	// 13-cpu-pressure holds liveness under load to account, at a 3 s TTL.
-	if !a.phase.IsZero() && !hogged(c) {
+	if !a.phase.IsZero() && !c.Hog {
 		for _, at := range attempts {
 			if at.Exit == 76 && at.Ended.Before(a.phase) {
 				r.failf("a lockrun lost its lock under latency well within the margin: %v", lostLogs(attempts))
