@@ -79,7 +79,7 @@ func (l *lease) release(ctx context.Context, hold time.Duration) error {
 	var found, revoked, queued bool
 	err := l.b.session(ctx, func(ctx context.Context, c *pgx.Conn) error {
 		var notified string
-		args := []any{l.key, l.runID, l.token, channel(l.b.table, l.key), hold.Microseconds(), queueID(l.b.table, l.key)}
+		args := []any{l.key, l.runID, l.token, channel(l.b.table, l.key), hold.Microseconds(), frontID(l.b.table, l.key)}
 		err := c.QueryRow(ctx, sql, args...).Scan(&revoked, &notified, &queued)
 		if hintRefused(err) { // the question, not the release: ask without it
 			err = c.QueryRow(ctx, bare, args...).Scan(&revoked, &notified, &queued)

@@ -9,11 +9,12 @@ import (
 )
 
 // leftover is what a wait leaves behind once its lease is granted: the
-// queue transaction that kept its place at the head of the line, and the
+// transaction that kept its place at the head of the line, and the
 // session it listened on. Ending the transaction lets the next waiter to
-// the front, which then connects a session, listens and tries: a server
-// process's start and three statements, which would share the machine
-// and the server with the start of our command, the end of the hand-off.
+// the front, which then ends its place in line and listens and tries: a
+// waiter's connection behind it and three statements, which would share
+// the machine and the server with the start of our command, the end of
+// the hand-off.
 // So a plain lock's wait leaves them for after it (see Started): no one
 // else can be granted the lock meanwhile anyway. A semaphore's does not:
 // a slot may be free for the next waiter at once.

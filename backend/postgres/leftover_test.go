@@ -27,20 +27,20 @@ func TestWaiterLeavesTheLineOnceItsCommandRuns(t *testing.T) {
 				t.Fatal(err)
 			}
 			first := waitFor(t, open(t, raw), "k", lineOpts("first"))
-			until(t, "the first waiter at the front", func() bool { g, _ := queueOf(t, b, "k"); return g == 1 })
+			until(t, "the first waiter at the front", func() bool { return lineOf(t, b, "k").front != 0 })
 			second := waitFor(t, open(t, raw), "k", lineOpts("second"))
-			until(t, "the second waiter in line", func() bool { _, w := queueOf(t, b, "k"); return w == 1 })
+			until(t, "the second waiter next in line", func() bool { return lineOf(t, b, "k").next != 0 })
 			if err := holder.Release(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 			l := granted(t, first)
 			time.Sleep(300 * time.Millisecond)
-			if g, w := queueOf(t, b, "k"); g != 1 || w != 1 {
-				t.Fatalf("granted, before its command runs: the line has %d at the front and %d waiting; want 1 and 1", g, w)
+			if l := lineOf(t, b, "k"); l.front == 0 || l.next == 0 {
+				t.Fatalf("granted, before its command runs: the line is %+v; want the first still at the front, the second next", l)
 			}
 			if told {
 				backend.Started(l)
-				until(t, "the second waiter at the front", func() bool { _, w := queueOf(t, b, "k"); return w == 0 })
+				until(t, "the second waiter at the front", func() bool { return lineOf(t, b, "k").next == 0 })
 			}
 			if err := l.Release(t.Context()); err != nil {
 				t.Fatal(err)
@@ -85,16 +85,6 @@ func granted(t *testing.T, got <-chan backend.Lease) backend.Lease {
 	return l
 }
 
-// queueOf counts the sessions at the head of key's waiting line (0 or 1)
-// and those waiting behind it.
-func queueOf(t *testing.T, b *Backend, key string) (granted, waiting int) {
-	t.Helper()
-	scanRow(t, b, `SELECT count(*) FILTER (WHERE granted), count(*) FILTER (WHERE NOT granted)
-		FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1
-		AND (classid::bigint << 32 | objid::bigint) = $1`, []any{queueID(b.table, key)}, &granted, &waiting)
-	return granted, waiting
-}
-
 // scanRow runs query with args on a session of its own, as another client
 // of b's server, and scans its one row into dest, failing the test on
 // error.
@@ -132,7 +122,7 @@ func TestCloseEndsTheWaitsLeftover(t *testing.T) {
 	}
 	w := open(t, raw)
 	got := waitFor(t, w, "k", opts("waiter"))
-	until(t, "the waiter at the front", func() bool { g, _ := queueOf(t, b, "k"); return g == 1 })
+	until(t, "the waiter at the front", func() bool { return lineOf(t, b, "k").front != 0 })
 	if err := holder.Release(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +131,7 @@ func TestCloseEndsTheWaitsLeftover(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(100 * time.Millisecond) // the server ends the sessions; tidyLimit is far
-	if g, _ := queueOf(t, b, "k"); g != 0 {
+	if lineOf(t, b, "k").front != 0 {
 		t.Error("the line's head is still held after Close")
 	}
 	if leftoverOf(l) != nil {
@@ -175,7 +165,7 @@ func TestStartedWarmsTheReleaseSession(t *testing.T) {
 					t.Fatal(err)
 				}
 				got := waitFor(t, b, "k", lineOpts("waiter"))
-				until(t, "the waiter at the front", func() bool { g, _ := queueOf(t, b, "k"); return g == 1 })
+				until(t, "the waiter at the front", func() bool { return lineOf(t, b, "k").front != 0 })
 				if err := holder.Release(t.Context()); err != nil {
 					t.Fatal(err)
 				}

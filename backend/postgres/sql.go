@@ -99,10 +99,18 @@ func channel(table pgx.Identifier, key string) string {
 }
 
 // queueID is the advisory lock that orders the waiters of one key in one
-// table. It shares the server's advisory lock space with applications; a
-// 64-bit hash makes a clash with their ids unlikely, and a clash would only
+// table: the line, whose holder is next in line (see awaitFront). It
+// shares the server's advisory lock space with applications; a 64-bit
+// hash makes a clash with their ids unlikely, and a clash would only
 // delay waiting, never grant a lease.
-func queueID(table pgx.Identifier, key string) int64 {
-	sum := sha256.Sum256([]byte("queue\x00" + table.Sanitize() + "\x00" + key))
+func queueID(table pgx.Identifier, key string) int64 { return lockID("queue", table, key) }
+
+// frontID is the advisory lock of the waiter at the head of key's line,
+// the one that listens and tries (see front).
+func frontID(table pgx.Identifier, key string) int64 { return lockID("front", table, key) }
+
+// lockID is a 64-bit advisory lock id for one of key's locks, named role.
+func lockID(role string, table pgx.Identifier, key string) int64 {
+	sum := sha256.Sum256([]byte(role + "\x00" + table.Sanitize() + "\x00" + key))
 	return int64(binary.BigEndian.Uint64(sum[:8]))
 }

@@ -20,7 +20,7 @@ func TestWokenWaiterTakesWithTheHandOffStatement(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := waitFor(t, b, "k", lineOpts("waiter"))
-	until(t, "the waiter at the front", func() bool { g, _ := queueOf(t, b, "k"); return g == 1 })
+	until(t, "the waiter at the front", func() bool { return lineOf(t, b, "k").front != 0 })
 	time.Sleep(50 * time.Millisecond) // past its first try, asleep
 	if err := holder.Release(t.Context()); err != nil {
 		t.Fatal(err)

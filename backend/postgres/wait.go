@@ -15,20 +15,25 @@ import (
 
 // acquireWaiting takes the lock, waiting until ctx ends. A free lock costs
 // one statement. When it is held the caller joins the key's waiting line
-// (see sql/queue.sql) and, once first in line, waits at the front: only
-// the front waiter listens and tries, so a release wakes one client
-// however many wait, and they are served in order of arrival.
+// (see sql/queue.sql); once first in it, it is next in line, and waits
+// for the head of it on a second session (see awaitFront); there, at the
+// front, it listens and tries. Only the front waiter listens and tries,
+// so a release wakes one client however many wait, and they are served
+// in order of arrival. The next in line comes to the front ready: its
+// second session connected while the front waited, and the first, which
+// it tried on, warm for the front's statements.
 //
 // A waiter keeps its place in line however long the lock is held: waiting
-// costs it nothing and the server nothing. The front waiter keeps its
-// place only while it speaks on its queue session by the times it gave
-// (see place): a front that is alive to the server but stuck (its
-// process frozen, its host cut off) would otherwise hold up the whole
-// line, and the server ends its session once it is silent for longer
-// than the lease it saw can have lasted, plus frontSlack. A front that
-// finds its place gone joins the line again, at the back. So does a
-// waiter that waited lineBackstop, or whose wait a timeout of the
-// server's not turned off for it ended, after it has tried once itself.
+// costs it nothing and the server nothing. The front waiter, and the one
+// next in line, keep their places only while they speak on the sessions
+// that hold them by the times they gave (see place): a waiter that is
+// alive to the server but stuck (its process frozen, its host cut off)
+// would otherwise hold up the whole line, and the server ends its session
+// once it is silent for longer than the lease it saw can have lasted,
+// plus frontSlack. A front that finds its place gone joins the line
+// again, at the back. So does a waiter that waited lineBackstop, or whose
+// wait a timeout of the server's not turned off for it ended, after it
+// has tried once itself.
 func (b *Backend) acquireWaiting(ctx context.Context, key string, o backend.AcquireOptions) (backend.Lease, error) {
 	c, err := b.connect(ctx)
 	if err != nil {
@@ -54,22 +59,30 @@ func (b *Backend) acquireWaiting(ctx context.Context, key string, o backend.Acqu
 			b.conns.put(c)
 			return nil, b.waitFail(ctx, key, b.fail(fmt.Sprintf("queueing for lock %q", key), err))
 		}
-		won, listener, err := b.front(ctx, key, o, &place{tx: tx, until: time.Now().Add(silence)})
+		var at *place
+		var fc *pgx.Conn // the session at holds its place on
+		// Next in line, it keeps its place by its own TTL, as long as
+		// it would wait for a holder like itself at the front.
+		at, fc, c, err = b.awaitFront(ctx, key, c, &place{tx: tx, until: time.Now().Add(silence)}, silence, o.TTL)
+		if err != nil {
+			return nil, b.waitFail(ctx, key, b.fail(fmt.Sprintf("queueing for lock %q", key), err))
+		}
+		won, listener, err := b.front(ctx, key, o, c, at)
 		switch {
 		case errors.Is(err, errPlaceLost):
-			discard(c) // the server ended its session
+			discard(fc) // the server ended its session
 			if c, err = b.connect(ctx); err != nil {
 				return nil, b.waitFail(ctx, key, b.fail(fmt.Sprintf("acquiring lock %q", key), err))
 			}
 			continue
 		case err != nil:
-			b.leaveQueue(c, tx)
+			b.leaveQueue(fc, at.tx)
 			return nil, err
 		case o.EffectiveLimit() > 1: // a slot may be free for the next waiter now
-			b.leaveQueue(c, tx)
+			b.leaveQueue(fc, at.tx)
 			b.unlisten(listener)
 		default:
-			won.leave(&leftover{queue: c, tx: tx, listener: listener})
+			won.leave(&leftover{queue: fc, tx: at.tx, listener: listener})
 		}
 		return won, nil
 	}
@@ -109,11 +122,11 @@ const lineBackstop = 5 * time.Minute
 
 // enqueue opens a transaction on c and blocks in it until c is first in
 // the key's waiting line, or for at most lineBackstop; first, it may stay
-// silent for silence (see queue.sql). A transaction, not a session lock,
+// silent for silence (see queue.sql), until it keeps its place for longer. A transaction, not a session lock,
 // so that a transaction-pooling PgBouncer keeps the server session pinned
 // to us. On error the transaction is rolled back.
 func (b *Backend) enqueue(ctx context.Context, c *pgx.Conn, key string, silence time.Duration) (pgx.Tx, error) {
-	b.conns.learn(ctx, c) // before the session at the front is connected
+	b.conns.learn(ctx, c) // before a second session is connected
 	tx, err := c.BeginTx(ctx, pgx.TxOptions{BeginQuery: beginQueue})
 	if err != nil {
 		return nil, err
@@ -134,10 +147,11 @@ func (b *Backend) enqueue(ctx context.Context, c *pgx.Conn, key string, silence 
 // it starts.
 const beginQueue = "BEGIN; SET LOCAL statement_timeout = 0"
 
-// leaveQueue ends the queue transaction in the background, which lets the
-// next waiter to the front; the caller's lease is not kept waiting. The
-// session is closed then, not pooled: a holder needs one, and the one it
-// listened on has run the lease's statements, where this one has not.
+// leaveQueue ends a transaction that holds a place in line (the front's,
+// or the line's) in the background, which lets the next waiter on; the
+// caller's lease is not kept waiting. The session is closed then, not
+// pooled: a holder needs one, and the one it listened on has run the
+// lease's statements, where this one has not.
 func (b *Backend) leaveQueue(c *pgx.Conn, tx pgx.Tx) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), statementTimeout)
@@ -190,7 +204,8 @@ func (p *place) keepFor(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
-// front waits at the head of the line on a session of its own: it LISTENs
+// front waits at the head of the line on c, outside any transaction (a
+// new session if c is nil), while at holds its place there: it LISTENs
 // on the key's channel, tries (the holder may have released before the
 // LISTEN), then sleeps until a NOTIFY from a release or the holder's
 // expiry by the server's clock, whichever comes first. Each wake-up costs
@@ -201,10 +216,12 @@ func (p *place) keepFor(ctx context.Context, d time.Duration) error {
 //
 // With the lease it returns the session it listened on, still listening:
 // see leftover.
-func (b *Backend) front(ctx context.Context, key string, o backend.AcquireOptions, at *place) (*lease, *pgx.Conn, error) {
-	c, err := b.connect(ctx)
-	if err != nil {
-		return nil, nil, b.waitFail(ctx, key, b.fail(fmt.Sprintf("waiting for lock %q", key), err))
+func (b *Backend) front(ctx context.Context, key string, o backend.AcquireOptions, c *pgx.Conn, at *place) (*lease, *pgx.Conn, error) {
+	if c == nil {
+		var err error
+		if c, err = b.connect(ctx); err != nil {
+			return nil, nil, b.waitFail(ctx, key, b.fail(fmt.Sprintf("waiting for lock %q", key), err))
+		}
 	}
 	l, err := b.listenAndTry(ctx, c, key, o, at)
 	if err != nil {

@@ -15,40 +15,56 @@ import (
 // A front waiter whose process is frozen while its session stays alive
 // holds the head of the line and never takes the lock. The waiters behind
 // it must not wait for it forever: the server ends the frozen front's
-// session once it is silent past the lease it saw, plus frontSlack.
+// session once it is silent past the lease it saw, plus frontSlack. The
+// same holds of a front of an older lockrun, which held the line's lock
+// where this one holds the front's.
 func TestStuckFrontWaiterDoesNotBlockTheLine(t *testing.T) {
-	raw := pgtest.Isolated(t, pgtest.Shared())
-	b := open(t, raw)
-	holder, err := b.Acquire(t.Context(), "k", opts("holder"))
-	if err != nil {
-		t.Fatal(err)
+	for _, older := range []bool{false, true} {
+		t.Run(map[bool]string{false: "front", true: "older"}[older], func(t *testing.T) {
+			raw := pgtest.Isolated(t, pgtest.Shared())
+			b := open(t, raw)
+			holder, err := b.Acquire(t.Context(), "k", opts("holder"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := frontID(b.table, "k")
+			if older {
+				id = queueID(b.table, "k")
+			}
+			front := stuckAt(t, b, id, holder.TTL())
+			go func() {
+				time.Sleep(300 * time.Millisecond)
+				_ = holder.Release(context.Background()) // the NOTIFY reaches no one awake
+			}()
+			bound := holder.TTL() + frontSlack // the stuck front's silence, at most
+			ctx, cancel := context.WithTimeout(t.Context(), bound+3*time.Second)
+			defer cancel()
+			o := opts("behind")
+			o.Wait = true
+			begin := time.Now()
+			l, err := open(t, raw).Acquire(ctx, "k", o)
+			if err != nil {
+				t.Fatalf("waiter behind a stuck front: %v after %v", err, time.Since(begin))
+			}
+			if took := time.Since(begin); took > bound+time.Second {
+				t.Errorf("waiter behind a stuck front got the lock after %v; want about the holder's ttl and the slack, %v", took, bound)
+			}
+			l.Release(t.Context())
+			front.Rollback(t.Context())
+		})
 	}
-	front := stuckFront(t, b, "k", holder.TTL())
-	go func() {
-		time.Sleep(300 * time.Millisecond)
-		_ = holder.Release(context.Background()) // the NOTIFY reaches no one awake
-	}()
-	bound := holder.TTL() + frontSlack // the stuck front's silence, at most
-	ctx, cancel := context.WithTimeout(t.Context(), bound+3*time.Second)
-	defer cancel()
-	o := opts("behind")
-	o.Wait = true
-	begin := time.Now()
-	l, err := open(t, raw).Acquire(ctx, "k", o)
-	if err != nil {
-		t.Fatalf("waiter behind a stuck front: %v after %v", err, time.Since(begin))
-	}
-	if took := time.Since(begin); took > bound+time.Second {
-		t.Errorf("waiter behind a stuck front got the lock after %v; want about the holder's ttl and the slack, %v", took, bound)
-	}
-	l.Release(t.Context())
-	front.Rollback(t.Context())
 }
 
 // stuckFront takes the head of key's waiting line as a waiter does that
-// saw a lease with left to run, on a session of its own, and then freezes:
-// it never speaks on that session again.
+// saw a lease with left to run, and then freezes (see stuckAt).
 func stuckFront(t *testing.T, b *Backend, key string, left time.Duration) pgx.Tx {
+	return stuckAt(t, b, frontID(b.table, key), left)
+}
+
+// stuckAt takes advisory lock id as a waiter takes its place in line
+// (see queue.sql), having seen a lease with left to run, on a session of
+// its own, and then freezes: it never speaks on that session again.
+func stuckAt(t *testing.T, b *Backend, id int64, left time.Duration) pgx.Tx {
 	t.Helper()
 	c, err := pgx.ConnectConfig(t.Context(), b.conns.cfg)
 	if err != nil {
@@ -59,7 +75,7 @@ func stuckFront(t *testing.T, b *Backend, key string, left time.Duration) pgx.Tx
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(t.Context(), queueSQL, queueID(b.table, key), serverMS(lineBackstop), serverMS(left+frontSlack)); err != nil {
+	if _, err := tx.Exec(t.Context(), queueSQL, id, serverMS(lineBackstop), serverMS(left+frontSlack)); err != nil {
 		t.Fatal(err)
 	}
 	return tx
@@ -79,8 +95,7 @@ func TestWaitersKeepTheirPlaceWhileTheHolderRenews(t *testing.T) {
 	first, second, before := queueTwo(t, b, open(t, raw), open(t, raw))
 	renewFor(t, holder, 3*holder.TTL())
 	if after := lineOf(t, b, "k"); after != before {
-		t.Errorf("after three ttls of renewals the front is pid %d, and pid %d waits since %s; want pid %d, and pid %d since %s",
-			after.front, after.behind, after.since.Format(time.StampMicro), before.front, before.behind, before.since.Format(time.StampMicro))
+		t.Errorf("after three ttls of renewals the line is %+v; want %+v", after, before)
 	}
 	if err := holder.Release(t.Context()); err != nil {
 		t.Fatal(err)
@@ -95,22 +110,27 @@ func TestWaitersKeepTheirPlaceWhileTheHolderRenews(t *testing.T) {
 	_ = granted(t, second).Release(t.Context())
 }
 
-// line is who is at the head of a key's waiting line and who waits behind,
-// since when.
+// line is who holds a key's waiting line: the front, which listens and
+// tries; the waiter next in line, and its second session, which waits
+// for the front's place; one waiting behind it; and since when the latest
+// of those began to wait. Server process ids, zero for none.
 type line struct {
-	front, behind int // server process ids
-	since         time.Time
+	front, next, nextAt, behind int
+	since                       time.Time
 }
 
-// lineOf reads the line of key: its front and one waiter behind, zero
-// for none.
+// lineOf reads the line of key.
 func lineOf(t *testing.T, b *Backend, key string) line {
 	t.Helper()
 	var l line
-	scanRow(t, b, `SELECT coalesce(max(pid) FILTER (WHERE granted), 0),
-		coalesce(max(pid) FILTER (WHERE NOT granted), 0), coalesce(max(waitstart), 'epoch')
-		FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1
-		AND (classid::bigint << 32 | objid::bigint) = $1`, []any{queueID(b.table, key)}, &l.front, &l.behind, &l.since)
+	scanRow(t, b, `SELECT coalesce(max(pid) FILTER (WHERE id = $2 AND granted), 0),
+		coalesce(max(pid) FILTER (WHERE id = $1 AND granted), 0),
+		coalesce(max(pid) FILTER (WHERE id = $2 AND NOT granted), 0),
+		coalesce(max(pid) FILTER (WHERE id = $1 AND NOT granted), 0),
+		coalesce(max(waitstart) FILTER (WHERE NOT granted), 'epoch')
+		FROM (SELECT pid, granted, waitstart, classid::bigint << 32 | objid::bigint AS id
+			FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1) l
+		WHERE id IN ($1, $2)`, []any{queueID(b.table, key), frontID(b.table, key)}, &l.front, &l.next, &l.nextAt, &l.behind, &l.since)
 	return l
 }
 
@@ -129,7 +149,7 @@ func TestReleaseTellsWhetherSomeoneWaits(t *testing.T) {
 		var next <-chan backend.Lease
 		if waiter {
 			next = waitFor(t, open(t, raw), "k", opts("waiter"))
-			until(t, "the waiter at the front", func() bool { g, _ := queueOf(t, b, "k"); return g == 1 })
+			until(t, "the waiter at the front", func() bool { return lineOf(t, b, "k").front != 0 })
 		}
 		if err := l.Release(t.Context()); err != nil {
 			t.Fatal(err)
@@ -172,7 +192,7 @@ func queueTwo(t *testing.T, b, fb, sb *Backend) (first, second <-chan backend.Le
 	first = waitFor(t, fb, "k", opts("first"))
 	until(t, "the first waiter at the front", func() bool { return lineOf(t, b, "k").front != 0 })
 	second = waitFor(t, sb, "k", opts("second"))
-	until(t, "the second waiter in line", func() bool { return lineOf(t, b, "k").behind != 0 })
+	until(t, "the second waiter next in line", func() bool { l := lineOf(t, b, "k"); return l.next != 0 && l.nextAt != 0 })
 	return first, second, lineOf(t, b, "k")
 }
 
@@ -208,11 +228,11 @@ func TestCutOffFrontIsPassedOver(t *testing.T) {
 	}
 	proxy := netproxy.Start(t, "127.0.0.1:5432")
 	waitFor(t, open(t, pgtest.WithHost(t, raw, proxy.Addr())), "k", opts("cutoff"))
-	until(t, "the waiter at the front", func() bool { g, _ := queueOf(t, b, "k"); return g == 1 })
+	until(t, "the waiter at the front", func() bool { return lineOf(t, b, "k").front != 0 })
 	proxy.Hold(netproxy.Both)
 	begin := time.Now()
 	second := waitFor(t, open(t, raw), "k", opts("behind"))
-	until(t, "the next waiter in line", func() bool { _, w := queueOf(t, b, "k"); return w == 1 })
+	until(t, "the next waiter in line", func() bool { return lineOf(t, b, "k").next != 0 })
 	if err := holder.Release(t.Context()); err != nil { // no one awake hears it
 		t.Fatal(err)
 	}
@@ -235,7 +255,7 @@ func TestFrontThatLostItsPlaceJoinsAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := waitFor(t, open(t, raw), "k", opts("first"))
-	until(t, "the first waiter at the front", func() bool { g, _ := queueOf(t, b, "k"); return g == 1 })
+	until(t, "the first waiter at the front", func() bool { return lineOf(t, b, "k").front != 0 })
 	pid := endFront(t, b, "k")
 	go func() {
 		for end := time.Now().Add(3 * holder.TTL()); time.Now().Before(end); time.Sleep(holder.TTL() / 4) {
@@ -261,7 +281,7 @@ func endFront(t *testing.T, b *Backend, key string) int {
 	var pid int
 	scanRow(t, b, `SELECT pid, pg_terminate_backend(pid) FROM pg_locks
 		WHERE locktype = 'advisory' AND objsubid = 1 AND granted
-		AND (classid::bigint << 32 | objid::bigint) = $1`, []any{queueID(b.table, key)}, &pid, nil)
+		AND (classid::bigint << 32 | objid::bigint) = $1`, []any{frontID(b.table, key)}, &pid, nil)
 	return pid
 }
 
@@ -279,8 +299,7 @@ func TestStatementTimeoutDoesNotEndTheWait(t *testing.T) {
 	first, second, before := queueTwo(t, b, open(t, impatient), open(t, impatient))
 	time.Sleep(time.Second) // three of the second waiter's statement_timeouts
 	if after := lineOf(t, b, "k"); after != before {
-		t.Errorf("the second waiter left its place: pid %d waiting since %s, then pid %d since %s",
-			before.behind, before.since.Format(time.StampMicro), after.behind, after.since.Format(time.StampMicro))
+		t.Errorf("a waiter left its place: the line was %+v, then %+v", before, after)
 	}
 	handOn(t, holder, first, second)
 }
@@ -318,7 +337,7 @@ func TestFrontJoiningOnASlowLinkKeepsItsPlace(t *testing.T) {
 		}
 	}
 	second := waitFor(t, open(t, raw), "k", opts("second"))
-	until(t, "the second waiter in line", func() bool { _, w := queueOf(t, b, "k"); return w == 1 })
+	until(t, "the second waiter next in line", func() bool { return lineOf(t, b, "k").next != 0 })
 	before := lineOf(t, b, "k")
 	time.Sleep(6 * time.Second)
 	if after := lineOf(t, b, "k"); after.front != before.front {

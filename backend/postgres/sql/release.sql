@@ -6,9 +6,9 @@
 -- woken all the same, to wait for that time. A holder revoked by
 -- revoke.sql (its run id marked ' revoked') is freed at once, minimum
 -- hold or not, and the statement says so. Last, whether someone is in
--- the key's waiting line $6 (see queue.sql): the front waiter holds the
--- line's lock; when no one does, this transaction holds it for its few
--- microseconds. No row returned means the lease was already lost.
+-- the key's waiting line: the front waiter holds advisory lock $6 (see
+-- awaitFront in next.go); when no one does, this transaction holds it for
+-- its few microseconds. No row returned means the lease was already lost.
 WITH released AS (
     UPDATE {{table}}
     SET expires_at = CASE WHEN run_id = $2::text AND granted_at + $5::bigint * interval '1 microsecond' > now()

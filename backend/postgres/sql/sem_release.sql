@@ -10,8 +10,8 @@
 -- limit. The row is locked FOR UPDATE first, so the holder found in it and
 -- the UPDATE, which evaluates its condition and the new holders on the
 -- row's latest version, see the same holders (see sem_acquire.sql for the
--- layout). Last, whether someone is in the key's waiting line $6, as in
--- release.sql. No row returned means the slot was already lost.
+-- layout). Last, whether someone is in the key's waiting line (its front
+-- lock $6), as in release.sql. No row returned means the slot was already lost.
 WITH clock AS MATERIALIZED (
     SELECT c.us, jsonb_build_object('run', $2::text, 'revoked', $2::text || ' revoked', 'token', $3::bigint, 'now', c.us) AS v
     FROM (SELECT (extract(epoch FROM now()) * 1000000)::bigint AS us) AS c
