@@ -40,9 +40,10 @@ func TestNextWaiterFrontsOnTheSessionItQueuedOn(t *testing.T) {
 }
 
 // A waiter next in line that is cut off from the server holds up the line
-// no longer than a front would: its place in line, and the front's place
-// it is then granted, each end once silent past the lease it saw and
-// frontSlack, and the waiter behind it gets the lock.
+// no longer than a front would, whatever its own TTL: its place in line,
+// kept by the lease it saw, and the front's place it is then granted,
+// each end once silent past that lease and frontSlack, and the waiter
+// behind it gets the lock.
 func TestCutOffNextIsPassedOver(t *testing.T) {
 	raw := pgtest.Isolated(t, pgtest.Shared())
 	b := open(t, raw)
@@ -51,7 +52,11 @@ func TestCutOffNextIsPassedOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxy := netproxy.Start(t, "127.0.0.1:5432")
-	first, _, _ := queueTwo(t, b, open(t, raw), open(t, pgtest.WithHost(t, raw, proxy.Addr())))
+	first := waitFor(t, open(t, raw), "k", opts("first"))
+	until(t, "the first waiter at the front", func() bool { return lineOf(t, b, "k").front != 0 })
+	waitFor(t, open(t, pgtest.WithHost(t, raw, proxy.Addr())), "k", lineOpts("cutoff")) // a TTL of 30 s
+	until(t, "the cut-off waiter next in line", func() bool { l := lineOf(t, b, "k"); return l.next != 0 && l.nextAt != 0 })
+	renewFor(t, holder, 2*frontSlack) // past the next's first words to keep its place
 	proxy.Hold(netproxy.Both)
 	third := waitFor(t, open(t, raw), "k", opts("third"))
 	until(t, "the third waiter in line", func() bool { return lineOf(t, b, "k").behind != 0 })

@@ -61,9 +61,7 @@ func (b *Backend) acquireWaiting(ctx context.Context, key string, o backend.Acqu
 		}
 		var at *place
 		var fc *pgx.Conn // the session at holds its place on
-		// Next in line, it keeps its place by its own TTL, as long as
-		// it would wait for a holder like itself at the front.
-		at, fc, c, err = b.awaitFront(ctx, key, c, &place{tx: tx, until: time.Now().Add(silence)}, silence, o.TTL)
+		at, fc, c, err = b.awaitFront(ctx, key, c, &place{tx: tx, until: time.Now().Add(silence)}, silence)
 		if err != nil {
 			return nil, b.waitFail(ctx, key, b.fail(fmt.Sprintf("queueing for lock %q", key), err))
 		}
@@ -122,9 +120,10 @@ const lineBackstop = 5 * time.Minute
 
 // enqueue opens a transaction on c and blocks in it until c is first in
 // the key's waiting line, or for at most lineBackstop; first, it may stay
-// silent for silence (see queue.sql), until it keeps its place for longer. A transaction, not a session lock,
-// so that a transaction-pooling PgBouncer keeps the server session pinned
-// to us. On error the transaction is rolled back.
+// silent for silence (see queue.sql), until it keeps its place for
+// longer. A transaction, not a session lock, so that a
+// transaction-pooling PgBouncer keeps the server session pinned to us.
+// On error the transaction is rolled back.
 func (b *Backend) enqueue(ctx context.Context, c *pgx.Conn, key string, silence time.Duration) (pgx.Tx, error) {
 	b.conns.learn(ctx, c) // before a second session is connected
 	tx, err := c.BeginTx(ctx, pgx.TxOptions{BeginQuery: beginQueue})

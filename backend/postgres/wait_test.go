@@ -291,7 +291,7 @@ func endFront(t *testing.T, b *Backend, key string) int {
 func TestStatementTimeoutDoesNotEndTheWait(t *testing.T) {
 	raw := pgtest.Isolated(t, pgtest.Shared())
 	b := open(t, raw)
-	holder, err := b.Acquire(t.Context(), "k", opts("holder"))
+	holder, err := b.Acquire(t.Context(), "k", lineOpts("holder"))
 	if err != nil {
 		t.Fatal(err)
 	}
