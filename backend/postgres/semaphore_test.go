@@ -106,18 +106,8 @@ func TestOneStatementPerOperation(t *testing.T) {
 }
 
 // A semaphore's freed slot wakes the first waiter in line, not every
-// waiter, as the plain lock's release does: a hand-off costs as many
-// statements with 24 waiting as with 2, where a herd would add a try for
-// each waiter woken.
-func TestSemaphoreReleaseWakesOnlyTheFrontWaiter(t *testing.T) {
-	const waiters = 24
-	_, few := handOff(t, pgtest.Isolated(t, pgtest.Shared()), 2, 40, 3)
-	_, many := handOff(t, pgtest.Isolated(t, pgtest.Shared()), waiters, 40, 3)
-	t.Logf("statements per hand-off of a semaphore's slot: %.1f with 2 waiters, %.1f with %d", few, many, waiters)
-	if many-few > waiters/4 {
-		t.Errorf("%.1f statements per hand-off with %d waiters, %.1f with 2: they are woken in a herd", many, waiters, few)
-	}
-}
+// waiter, as the plain lock's release does.
+func TestSemaphoreReleaseWakesOnlyTheFrontWaiter(t *testing.T) { noHerd(t, 3) }
 
 // A waiter that dies in line (its session ends) leaves the line at once:
 // the waiter behind it moves to the front and takes a freed slot without
