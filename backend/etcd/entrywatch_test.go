@@ -227,12 +227,14 @@ func TestStoreGoneBackIsNotQuiet(t *testing.T) {
 	}
 }
 
-// waitRunning waits up to 2 s for w's watch to be set up.
+// waitRunning waits up to 10 s for w's watch to be set up: a new gRPC
+// stream's confirmation, which took over 2 s once in CI, under -race
+// beside the other packages' tests on two cores.
 func waitRunning(t *testing.T, w *entryWatch) {
 	t.Helper()
-	for deadline := time.Now().Add(2 * time.Second); !w.running(); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); !w.running(); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("the watch was not set up within 2 s")
+			t.Fatal("the watch was not set up within 10 s")
 		}
 	}
 }
